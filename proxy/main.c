@@ -1,0 +1,65 @@
+/* main.c: command line, configuration and the event loop of the zkwarden daemon. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "zkw_buf.h"
+#include "zkw_config.h"
+#include "zkw_log.h"
+#include "zkw_server.h"
+
+static const char *env(const char *name) { return getenv(name); }
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: zkwarden [--check-config | --help | --version]\n"
+          "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
+  zkw_config_help(out);
+}
+
+int main(int argc, char **argv) {
+  bool check_only = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--version") == 0) {
+      printf("zkwarden %s\n", ZKW_VERSION);
+      return 0;
+    } else if (strcmp(argv[i], "--check-config") == 0) {
+      check_only = true;
+    } else {
+      fprintf(stderr, "zkwarden: unknown argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  static struct zkw_config cfg;
+  char err[512];
+  if (zkw_config_load(&cfg, env, err, sizeof err) != 0) {
+    fprintf(stderr, "zkwarden: %s\n", err);
+    return 2;
+  }
+  if (check_only) {
+    zkw_config_print(&cfg, stdout);
+    return 0;
+  }
+  zkw_log_setup(cfg.log_level, cfg.log_format);
+  signal(SIGPIPE, SIG_IGN);
+
+  uv_loop_t *loop = uv_default_loop();
+  static struct zkw_server srv;
+  if (zkw_server_start(&srv, loop, &cfg) != 0) return 1;
+  uv_run(loop, UV_RUN_DEFAULT);
+  int rc = uv_loop_close(loop);
+  zkw_buf_pool_drain();
+  if (rc) {
+    zkw_log_error("event loop closed with handles still open: %s", uv_strerror(rc));
+    return 1;
+  }
+  zkw_log_info("stopped");
+  return 0;
+}

@@ -1,0 +1,170 @@
+/* zkw_config.c: parsers and validation for the ZKW_CONFIG_VARS list. */
+#include "zkw_config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*parse_fn)(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                        size_t whylen);
+
+/* Splits "host:port" or "[v6]:port"; host and port must be non-empty. */
+static int split_hostport(const char *s, size_t n, struct zkw_hostport *out) {
+  const char *colon;
+  size_t hl;
+  const char *host = s;
+  if (n > 0 && s[0] == '[') {
+    const char *close = memchr(s, ']', n);
+    if (!close || close + 1 >= s + n || close[1] != ':') return -1;
+    host = s + 1;
+    hl = (size_t)(close - host);
+    colon = close + 1;
+  } else {
+    colon = NULL;
+    for (size_t i = 0; i < n; i++)
+      if (s[i] == ':') colon = s + i;
+    if (!colon) return -1;
+    hl = (size_t)(colon - s);
+  }
+  size_t pl = (size_t)(s + n - colon - 1);
+  if (hl == 0 || hl >= sizeof out->host || pl == 0 || pl >= sizeof out->port) return -1;
+  memcpy(out->host, host, hl);
+  out->host[hl] = 0;
+  memcpy(out->port, colon + 1, pl);
+  out->port[pl] = 0;
+  char *end;
+  errno = 0;
+  long p = strtol(out->port, &end, 10);
+  if (errno || *end || p < 1 || p > 65535) return -1;
+  return 0;
+}
+
+static int parse_hostports(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                           size_t whylen) {
+  (void)lo, (void)hi;
+  cfg->upstream_count = 0;
+  const char *p = val;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t n = comma ? (size_t)(comma - p) : strlen(p);
+    if (cfg->upstream_count == ZKW_MAX_UPSTREAMS) {
+      snprintf(why, whylen, "at most %d servers", ZKW_MAX_UPSTREAMS);
+      return -1;
+    }
+    if (split_hostport(p, n, &cfg->upstream[cfg->upstream_count]) != 0) {
+      snprintf(why, whylen, "a comma-separated list of host:port (port 1-65535)");
+      return -1;
+    }
+    cfg->upstream_count++;
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return 0;
+}
+
+static int parse_listen_addr(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                             size_t whylen) {
+  (void)lo, (void)hi;
+  struct zkw_hostport hp;
+  memset(&cfg->listen, 0, sizeof cfg->listen);
+  if (split_hostport(val, strlen(val), &hp) == 0) {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&cfg->listen;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&cfg->listen;
+    uint16_t port = (uint16_t)atoi(hp.port);
+    if (inet_pton(AF_INET, hp.host, &a4->sin_addr) == 1) {
+      a4->sin_family = AF_INET;
+      a4->sin_port = htons(port);
+      return 0;
+    }
+    if (inet_pton(AF_INET6, hp.host, &a6->sin6_addr) == 1) {
+      a6->sin6_family = AF_INET6;
+      a6->sin6_port = htons(port);
+      return 0;
+    }
+  }
+  snprintf(why, whylen, "a numeric ip:port or [ipv6]:port, e.g. 127.0.0.1:2181");
+  return -1;
+}
+
+static int parse_uint(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                      size_t whylen) {
+  (void)cfg;
+  char *end;
+  errno = 0;
+  long long v = strtoll(val, &end, 10);
+  if (errno || end == val || *end || v < lo || v > hi) {
+    snprintf(why, whylen, "an integer from %lld to %lld", lo, hi);
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_log_level(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                           size_t whylen) {
+  (void)lo, (void)hi;
+  for (int l = ZKW_LOG_ERROR; l <= ZKW_LOG_DEBUG; l++)
+    if (strcmp(val, zkw_log_level_name((enum zkw_log_level)l)) == 0) {
+      cfg->log_level = (enum zkw_log_level)l;
+      return 0;
+    }
+  snprintf(why, whylen, "one of error, warn, info, debug");
+  return -1;
+}
+
+static int parse_log_format(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                            size_t whylen) {
+  (void)lo, (void)hi;
+  if (strcmp(val, "text") == 0) cfg->log_format = ZKW_LOG_TEXT;
+  else if (strcmp(val, "json") == 0) cfg->log_format = ZKW_LOG_JSON;
+  else {
+    snprintf(why, whylen, "text or json");
+    return -1;
+  }
+  return 0;
+}
+
+/* Integer fields are stored after validation by store_uint below. */
+#define ZKW_STORE_hostports(field, val)
+#define ZKW_STORE_listen_addr(field, val)
+#define ZKW_STORE_log_level(field, val)
+#define ZKW_STORE_log_format(field, val)
+#define ZKW_STORE_uint(field, val) cfg->field = (uint32_t)strtoul((val), NULL, 10);
+
+int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err, size_t errlen) {
+  char why[160];
+  memset(cfg, 0, sizeof *cfg);
+#define ZKW_X_LOAD(field, env, def, parser, lo, hi, help)                                               \
+  {                                                                                                  \
+    const char *val = getenv_fn(env);                                                                \
+    if (!val || !*val) val = def;                                                                    \
+    if (!val) {                                                                                      \
+      snprintf(err, errlen, "%s is not set; it is required: %s", env, help);                         \
+      return -1;                                                                                     \
+    }                                                                                                \
+    if (parse_##parser(cfg, val, lo, hi, why, sizeof why) != 0) {                                    \
+      snprintf(err, errlen, "%s=\"%s\" is not valid: expected %s", env, val, why);                   \
+      return -1;                                                                                     \
+    }                                                                                                \
+    cfg->raw_##field = val;                                                                          \
+    ZKW_STORE_##parser(field, val)                                                                   \
+  }
+  ZKW_CONFIG_VARS(ZKW_X_LOAD)
+#undef ZKW_X_LOAD
+  return 0;
+}
+
+void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
+#define ZKW_X_PRINT(field, env, def, parser, lo, hi, help) fprintf(out, "%s=%s\n", env, cfg->raw_##field);
+  ZKW_CONFIG_VARS(ZKW_X_PRINT)
+#undef ZKW_X_PRINT
+}
+
+void zkw_config_help(FILE *out) {
+  fprintf(out, "Configuration (environment variables):\n");
+#define ZKW_X_HELP(field, env, def, parser, lo, hi, help)                                               \
+  fprintf(out, "  %-30s %s\n  %-30s default: %s\n", env, help, "", def ? def : "(required)");
+  ZKW_CONFIG_VARS(ZKW_X_HELP)
+#undef ZKW_X_HELP
+}

@@ -1,0 +1,64 @@
+/* zkw_config.h: configuration from the environment (12-factor).
+ *
+ * ZKW_CONFIG_VARS is the one list of variables: environment name, default,
+ * parser and help text. Parsing, validation messages, --help and
+ * --check-config are generated from it. */
+#ifndef ZKW_CONFIG_H
+#define ZKW_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "zkw_log.h"
+
+#define ZKW_MAX_UPSTREAMS 16
+
+/* A host:port as written; resolved when connecting (names may change). */
+struct zkw_hostport {
+  char host[256];
+  char port[8];
+};
+
+/*  field              env name                         default      parser         lo  hi           help */
+#define ZKW_CONFIG_VARS(X)                                                                                    \
+  X(upstream,          "ZKWARDEN_UPSTREAM",             NULL,        hostports,     0,  0,                    \
+    "ZooKeeper ensemble, host:port,host:port,... (required)")                                                \
+  X(listen,            "ZKWARDEN_LISTEN",               "127.0.0.1:2181", listen_addr, 0, 0,                  \
+    "address the JobManager connects to, ip:port or [ipv6]:port")                                             \
+  X(max_frame,         "ZKWARDEN_MAX_FRAME",            "1048575",   uint,          8,  0x7fffffff,           \
+    "largest frame accepted from a client, bytes (ZooKeeper's jute.maxbuffer)")                               \
+  X(max_reply_frame,   "ZKWARDEN_MAX_REPLY_FRAME",      "67108864",  uint,          16, 0x7fffffff,           \
+    "largest frame accepted from the server, bytes (big getChildren replies)")                                \
+  X(connect_timeout_ms,"ZKWARDEN_CONNECT_TIMEOUT_MS",   "2000",      uint,          1,  600000,               \
+    "bound on one TCP connect to an upstream server, ms; then the next one is tried")                         \
+  X(log_level,         "ZKWARDEN_LOG_LEVEL",            "info",      log_level,     0,  0,                    \
+    "error, warn, info or debug")                                                                             \
+  X(log_format,        "ZKWARDEN_LOG_FORMAT",           "text",      log_format,    0,  0,                    \
+    "text or json")
+
+struct zkw_config {
+  struct zkw_hostport upstream[ZKW_MAX_UPSTREAMS];
+  int upstream_count;
+  struct sockaddr_storage listen;
+  uint32_t max_frame;
+  uint32_t max_reply_frame;
+  uint32_t connect_timeout_ms;
+  enum zkw_log_level log_level;
+  enum zkw_log_format log_format;
+  /* The text each variable was resolved from, for --check-config. */
+#define ZKW_X_RAW(field, env, def, parser, lo, hi, help) const char *raw_##field;
+  ZKW_CONFIG_VARS(ZKW_X_RAW)
+#undef ZKW_X_RAW
+};
+
+/* Reads every variable through getenv_fn (getenv in production). On a bad
+ * value writes one line naming the variable, the value and what is allowed
+ * into err and returns -1. */
+int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err, size_t errlen)
+    __attribute__((warn_unused_result));
+void zkw_config_print(const struct zkw_config *cfg, FILE *out);
+void zkw_config_help(FILE *out);
+
+#endif

@@ -1,0 +1,74 @@
+/* zkw_log.c: formatting of log lines (text or JSON) with a UTC timestamp. */
+#include "zkw_log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+enum zkw_log_level zkw_log_level = ZKW_LOG_INFO;
+static enum zkw_log_format log_format = ZKW_LOG_TEXT;
+
+static const char *const level_names[] = {
+#define ZKW_X_LVL(name, str) str,
+    ZKW_LOG_LEVELS(ZKW_X_LVL)
+#undef ZKW_X_LVL
+};
+
+void zkw_log_setup(enum zkw_log_level level, enum zkw_log_format format) {
+  zkw_log_level = level;
+  log_format = format;
+}
+
+const char *zkw_log_level_name(enum zkw_log_level level) { return level_names[level]; }
+
+/* Appends s to out as a JSON string body (no quotes). */
+static size_t json_escape(char *out, size_t cap, const char *s) {
+  size_t n = 0;
+  for (; *s && n + 7 < cap; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      out[n++] = '\\';
+      out[n++] = (char)c;
+    } else if (c < 0x20) {
+      n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+    } else {
+      out[n++] = (char)c;
+    }
+  }
+  out[n] = 0;
+  return n;
+}
+
+void zkw_log_at(enum zkw_log_level level, const struct zkw_log_ctx *ctx, const char *fmt, ...) {
+  char msg[1024], ts[40], line[2560];
+  struct timespec now;
+  struct tm tm;
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  clock_gettime(CLOCK_REALTIME, &now);
+  gmtime_r(&now.tv_sec, &tm);
+  size_t tl = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(ts + tl, sizeof ts - tl, ".%03ldZ", now.tv_nsec / 1000000);
+
+  if (log_format == ZKW_LOG_JSON) {
+    char esc[2048], peer[160] = "";
+    json_escape(esc, sizeof esc, msg);
+    int n = snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\"", ts, level_names[level]);
+    if (ctx && ctx->conn) {
+      if (ctx->peer) json_escape(peer, sizeof peer, ctx->peer);
+      n += snprintf(line + n, sizeof line - (size_t)n, ",\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":\"%s\"",
+                    (unsigned long long)ctx->conn, (unsigned long long)ctx->session, peer);
+    }
+    snprintf(line + n, sizeof line - (size_t)n, ",\"msg\":\"%s\"}", esc);
+  } else if (ctx && ctx->conn) {
+    snprintf(line, sizeof line, "%s %s conn=%llu session=0x%llx peer=%s %s", ts, level_names[level],
+             (unsigned long long)ctx->conn, (unsigned long long)ctx->session, ctx->peer ? ctx->peer : "-", msg);
+  } else {
+    snprintf(line, sizeof line, "%s %s %s", ts, level_names[level], msg);
+  }
+  fprintf(stderr, "%s\n", line);
+}

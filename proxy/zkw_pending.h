@@ -1,0 +1,42 @@
+/* zkw_pending.h: the requests of one session that await their reply, in order.
+ *
+ * ZooKeeper answers a connection's requests in the order it received them,
+ * and the Java and C clients check it. Every forwarded request that gets an
+ * ordered reply (positive xids and setWatches' -8) is pushed here; every reply
+ * must match the oldest entry. Auth (100) and SASL (102) are answered from the
+ * server's network thread and may overtake: their entries may be matched out
+ * of order. Pings (-2) and auth with xid -4 are counted by the session, not
+ * queued, since their replies carry fixed xids. A small ring lives inside the
+ * struct; it grows on the heap only for deep pipelines. */
+#ifndef ZKW_PENDING_H
+#define ZKW_PENDING_H
+
+#include <stdint.h>
+
+struct zkw_pending_entry {
+  int32_t xid;
+  int32_t op;
+};
+
+#define ZKW_PENDING_INLINE 8
+
+struct zkw_pending {
+  struct zkw_pending_entry *ring;
+  uint32_t cap; /* power of two */
+  uint32_t head;
+  uint32_t count;
+  struct zkw_pending_entry inline_ring[ZKW_PENDING_INLINE];
+};
+
+void zkw_pending_init(struct zkw_pending *p);
+void zkw_pending_free(struct zkw_pending *p);
+int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) __attribute__((warn_unused_result));
+/* Matches a reply's xid. Returns 0 and the request's opcode in *op, having
+ * removed the entry; -1 if the xid is not the oldest entry's nor that of an
+ * auth/SASL request that may overtake. *expected gets the oldest xid (or 0). */
+int zkw_pending_match(struct zkw_pending *p, int32_t xid, int32_t *op, int32_t *expected)
+    __attribute__((warn_unused_result));
+/* The i-th oldest entry (0 = oldest); i < count. */
+struct zkw_pending_entry zkw_pending_at(const struct zkw_pending *p, uint32_t i);
+
+#endif

@@ -1,0 +1,36 @@
+/* zkw_server.h: the listener, the set of live sessions and shutdown.
+ *
+ * One zkw_server per process, on one libuv loop. It accepts JobManager
+ * connections on ZKWARDEN_LISTEN, hands each to a new zkw_session, and on
+ * SIGTERM/SIGINT stops accepting, closes every session and lets the loop end. */
+#ifndef ZKW_SERVER_H
+#define ZKW_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "zkw_config.h"
+
+struct zkw_session;
+
+struct zkw_server {
+  uv_loop_t *loop;
+  const struct zkw_config *cfg;
+  uv_tcp_t listener;
+  uv_signal_t sig_term, sig_int;
+  struct zkw_session *sessions; /* doubly linked, newest first */
+  uint64_t session_count;
+  uint64_t next_conn;  /* connection numbers for logs, from 1 */
+  uint32_t next_upstream; /* round-robin start for the next connection */
+  bool stopping;
+};
+
+/* Binds the listener and installs signal handlers. Returns 0 or a negative
+ * libuv error (logged). */
+int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg)
+    __attribute__((warn_unused_result));
+/* Stops accepting and closes every session; the loop ends once all are gone. */
+void zkw_server_stop(struct zkw_server *srv);
+
+#endif

@@ -1,0 +1,440 @@
+/* zkw_session.c: relaying and parsing one client connection's frames.
+ *
+ * Reading: each side reads into its `in` buffer; complete frames are parsed
+ * and validated, then the run of complete frames is handed to the peer in one
+ * write (uv_try_write straight from `in` when the peer has nothing queued,
+ * else a copy into the peer's `out`). The partial tail stays in `in`.
+ * Backpressure: a side stops reading while its peer has more than
+ * ZKW_HIGH_WATER bytes unsent, and resumes below ZKW_LOW_WATER. */
+#include "zkw_session.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_codec.h"
+#include "zkw_server.h"
+
+#define ZKW_HIGH_WATER (1024 * 1024)
+#define ZKW_LOW_WATER (256 * 1024)
+/* Bound on flushing queued bytes to a side once the session is closing. */
+#define ZKW_CLOSE_FLUSH_MS 2000
+/* Smallest free space offered to a read. */
+#define ZKW_READ_MIN 4096
+
+static void side_close(struct zkw_side *side);
+static void side_flush(struct zkw_side *side);
+
+static struct zkw_side *peer_of(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  return side == &s->client ? &s->upstream : &s->client;
+}
+
+static size_t unsent(const struct zkw_side *side) { return side->out.len + side->flight.len; }
+
+void zkw_session_maybe_free(struct zkw_session *s) {
+  if (s->phase != ZKW_PHASE_CLOSING || s->handles > 0) return;
+  struct zkw_server *srv = s->srv;
+  if (s->prev) s->prev->next = s->next;
+  else srv->sessions = s->next;
+  if (s->next) s->next->prev = s->prev;
+  srv->session_count--;
+  struct zkw_side *sides[2] = {&s->client, &s->upstream};
+  for (int i = 0; i < 2; i++) {
+    zkw_buf_release(&sides[i]->in);
+    zkw_buf_release(&sides[i]->out);
+    zkw_buf_release(&sides[i]->flight);
+  }
+  zkw_pending_free(&s->pending);
+  memset(s->passwd, 0, sizeof s->passwd);
+  free(s);
+  if (srv->stopping && srv->session_count == 0) zkw_server_stop(srv);
+}
+
+static void handle_closed_cb(uv_handle_t *h) {
+  struct zkw_session *s = h->type == UV_TIMER ? h->data : ((struct zkw_side *)h->data)->s;
+  s->handles--;
+  zkw_session_maybe_free(s);
+}
+
+static void side_close(struct zkw_side *side) {
+  if (!side->open) return;
+  side->open = false;
+  side->reading = false;
+  uv_close((uv_handle_t *)&side->tcp, handle_closed_cb);
+}
+
+/* Closes a side whose output has drained (or failed) during close, and the
+ * timer once both sides are closed. */
+static void closing_side_done(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  side_close(side);
+  if (!s->client.open && !s->upstream.open && !uv_is_closing((uv_handle_t *)&s->timer))
+    uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
+}
+
+static void close_flush_timeout_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  side_close(&s->client);
+  closing_side_done(&s->upstream);
+}
+
+void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
+  if (s->phase == ZKW_PHASE_CLOSING) return;
+  if (level <= zkw_log_level) {
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    struct zkw_log_ctx ctx = zkw_session_log_ctx(s);
+    zkw_log_at(level, &ctx, "closed: %s", reason);
+  }
+  s->phase = ZKW_PHASE_CLOSING;
+  if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
+  uv_timer_stop(&s->timer);
+  bool flushing = false;
+  struct zkw_side *sides[2] = {&s->client, &s->upstream};
+  for (int i = 0; i < 2; i++) {
+    struct zkw_side *side = sides[i];
+    if (side->open && side->reading) uv_read_stop((uv_stream_t *)&side->tcp);
+    side->reading = false;
+    if (side->open && side->connected && unsent(side) > 0) flushing = true; /* closed by write_cb */
+    else side_close(side);
+  }
+  if (flushing) uv_timer_start(&s->timer, close_flush_timeout_cb, ZKW_CLOSE_FLUSH_MS, 0);
+  else if (!uv_is_closing((uv_handle_t *)&s->timer)) uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
+}
+
+/* ---- writing ---- */
+
+static void start_reading(struct zkw_side *side);
+
+static void write_cb(uv_write_t *req, int status) {
+  struct zkw_side *side = req->data;
+  struct zkw_session *s = side->s;
+  side->writing = false;
+  zkw_buf_release(&side->flight);
+  if (status < 0) {
+    if (s->phase == ZKW_PHASE_CLOSING) closing_side_done(side);
+    else zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(status));
+    return;
+  }
+  if (side->out.len) side_flush(side);
+  if (s->phase == ZKW_PHASE_CLOSING) {
+    if (!side->writing) closing_side_done(side);
+    return;
+  }
+  struct zkw_side *src = peer_of(side);
+  if (src->paused && unsent(side) < ZKW_LOW_WATER) {
+    src->paused = false;
+    start_reading(src);
+  }
+}
+
+/* Starts writing side->out if no write is in flight. */
+static void side_flush(struct zkw_side *side) {
+  if (side->writing || !side->out.len || !side->open) return;
+  side->flight = side->out;
+  side->out = (struct zkw_buf){0};
+  uv_buf_t b = uv_buf_init((char *)side->flight.data, (unsigned)side->flight.len);
+  side->wreq.data = side;
+  int rc = uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
+  if (rc) {
+    zkw_buf_release(&side->flight);
+    zkw_session_close(side->s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(rc));
+    return;
+  }
+  side->writing = true;
+}
+
+/* Sends n bytes to side: straight to the socket if nothing is queued, the
+ * rest (or all) copied to side->out. Returns 0 or a negative error. */
+static int side_send(struct zkw_side *side, const uint8_t *p, size_t n) {
+  if (!n) return 0;
+  if (!side->writing && !side->out.len) {
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    int w = uv_try_write((uv_stream_t *)&side->tcp, &b, 1);
+    if (w > 0) {
+      p += w;
+      n -= (size_t)w;
+    } else if (w != UV_EAGAIN) {
+      return w;
+    }
+    if (!n) return 0;
+  }
+  int rc = zkw_buf_append(&side->out, p, n);
+  if (rc) return rc;
+  side_flush(side);
+  return 0;
+}
+
+/* ---- reading ---- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  struct zkw_side *side = h->data;
+  (void)suggested;
+  if (zkw_buf_reserve(&side->in, ZKW_READ_MIN) != 0) {
+    *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
+    return;
+  }
+  *buf = uv_buf_init((char *)side->in.data + side->in.len, (unsigned)(side->in.cap - side->in.len));
+}
+
+static void process(struct zkw_side *side);
+
+static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  struct zkw_side *side = stream->data;
+  struct zkw_session *s = side->s;
+  (void)buf;
+  if (nread > 0) {
+    side->in.len += (size_t)nread;
+    process(side);
+  } else if (nread < 0) {
+    if (nread == UV_EOF)
+      zkw_session_close(s, ZKW_LOG_INFO, "%s closed the connection%s", side->name,
+                        side->in.len ? " in the middle of a frame" : "");
+    else
+      zkw_session_close(s, ZKW_LOG_INFO, "read from %s failed: %s", side->name, uv_strerror((int)nread));
+  }
+  if (side->in.len == 0) zkw_buf_release(&side->in);
+}
+
+static void start_reading(struct zkw_side *side) {
+  if (side->reading || side->paused || !side->open || side->s->phase == ZKW_PHASE_CLOSING) return;
+  int rc = uv_read_start((uv_stream_t *)&side->tcp, alloc_cb, read_cb);
+  if (rc) {
+    zkw_session_close(side->s, ZKW_LOG_ERROR, "cannot read from %s: %s", side->name, uv_strerror(rc));
+    return;
+  }
+  side->reading = true;
+}
+
+static void stop_reading(struct zkw_side *side) {
+  if (!side->reading) return;
+  uv_read_stop((uv_stream_t *)&side->tcp);
+  side->reading = false;
+}
+
+/* ---- frames ---- */
+
+/* Handles one client frame; returns 0 or a negative codec status. */
+static int on_client_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
+  if (s->phase == ZKW_PHASE_HANDSHAKE) {
+    struct zkw_connect_req req;
+    int rc = zkw_decode_connect_req(body, len, &req);
+    if (rc) return rc;
+    s->phase = ZKW_PHASE_CONNECTING;
+    zkw_slog(s, ZKW_LOG_DEBUG, "connect request: session 0x%llx, timeout %d ms, read-only %d",
+             (unsigned long long)req.session_id, req.timeout, req.read_only);
+    return 0;
+  }
+  struct zkw_request req;
+  int rc = zkw_decode_request(body, len, &req);
+  if (rc) {
+    zkw_slog(s, ZKW_LOG_WARN, "bad request from client: %s (xid %d, %s)", zkw_strerror(rc),
+             len >= 8 ? (int32_t)zkw_load_be32(body) : 0,
+             len >= 8 ? zkw_op_name((int32_t)zkw_load_be32(body + 4)) : "-");
+    return rc;
+  }
+  if (req.xid == ZKW_XID_PING || req.type == ZKW_OP_PING) {
+    if (req.xid != ZKW_XID_PING || req.type != ZKW_OP_PING) goto reserved;
+    s->pings++;
+    return 0;
+  }
+  if (req.xid == ZKW_XID_NOTIFICATION) goto reserved;
+  if (req.xid == ZKW_XID_AUTH) {
+    if (req.type != ZKW_OP_AUTH) goto reserved;
+    s->auths++;
+    return 0;
+  }
+  if (req.type == ZKW_OP_CLOSE_SESSION) s->close_sent = true;
+  rc = zkw_pending_push(&s->pending, req.xid, req.type);
+  if (rc) return ZKW_E_NOSPACE;
+  return 0;
+reserved:
+  zkw_slog(s, ZKW_LOG_WARN, "bad request from client: xid %d is reserved and cannot carry %s", req.xid,
+           zkw_op_name(req.type));
+  return ZKW_E_VALUE;
+}
+
+/* Handles one upstream frame; returns 0 or a negative codec status. */
+static int on_upstream_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
+  if (s->phase == ZKW_PHASE_CONNECTING) {
+    struct zkw_connect_resp resp;
+    int rc = zkw_decode_connect_resp(body, len, &resp);
+    if (rc) return rc;
+    s->session_id = resp.session_id;
+    s->timeout = resp.timeout;
+    s->read_only = resp.read_only;
+    s->passwd_len = resp.passwd.len > 0 ? (uint8_t)(resp.passwd.len < 16 ? resp.passwd.len : 16) : 0;
+    if (s->passwd_len) memcpy(s->passwd, resp.passwd.p, s->passwd_len);
+    s->phase = ZKW_PHASE_ACTIVE;
+    if (resp.timeout <= 0)
+      zkw_slog(s, ZKW_LOG_INFO, "session rejected by %s: expired or invalid", s->up_name);
+    else
+      zkw_slog(s, ZKW_LOG_INFO, "session established via %s, timeout %d ms%s", s->up_name, resp.timeout,
+               resp.read_only ? ", read-only" : "");
+    return 0;
+  }
+  int32_t xid = (int32_t)zkw_load_be32(body);
+  int32_t op = ZKW_OP_NOTIFICATION;
+  if (xid == ZKW_XID_PING) {
+    if (!s->pings) goto unmatched;
+    s->pings--;
+    op = ZKW_OP_PING;
+  } else if (xid == ZKW_XID_AUTH) {
+    if (!s->auths) goto unmatched;
+    s->auths--;
+    op = ZKW_OP_AUTH;
+  } else if (xid != ZKW_XID_NOTIFICATION) {
+    int32_t expected;
+    if (zkw_pending_match(&s->pending, xid, &op, &expected) != 0) {
+      if (s->pending.count)
+        zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d out of order, expected xid %d (%s)", xid,
+                 expected, zkw_op_name(zkw_pending_at(&s->pending, 0).op));
+      else
+        goto unmatched;
+      return ZKW_E_VALUE;
+    }
+  }
+  struct zkw_reply rep;
+  int rc = zkw_decode_reply(body, len, op, &rep);
+  if (rc) {
+    zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: %s (xid %d, %s)", zkw_strerror(rc), xid, zkw_op_name(op));
+    return rc;
+  }
+  return 0;
+unmatched:
+  zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
+  return ZKW_E_VALUE;
+}
+
+/* Length bounds for the next frame from a side. */
+static void frame_bounds(const struct zkw_session *s, bool from_client, uint32_t *min, uint32_t *max) {
+  const struct zkw_config *cfg = s->srv->cfg;
+  if (from_client) {
+    *min = s->phase == ZKW_PHASE_HANDSHAKE ? ZKW_CONNECT_REQ_MIN : ZKW_MIN_REQUEST;
+    *max = cfg->max_frame;
+  } else {
+    *min = s->phase == ZKW_PHASE_CONNECTING ? ZKW_CONNECT_RESP_MIN : ZKW_MIN_REPLY;
+    *max = cfg->max_reply_frame;
+  }
+}
+
+/* Parses every complete frame in side->in and forwards them to the peer. */
+static void process(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  struct zkw_side *peer = peer_of(side);
+  bool from_client = side == &s->client;
+  size_t off = 0;
+
+  if (s->phase == ZKW_PHASE_CLOSING) return;
+  /* The client's bytes wait until the upstream connection is up. */
+  if (from_client && !peer->connected) {
+    if (side->in.len > (size_t)s->srv->cfg->max_frame + 4) stop_reading(side);
+    return;
+  }
+  if (s->phase == ZKW_PHASE_HANDSHAKE && from_client && side->in.len >= 4) {
+    const char *word = zkw_four_letter_word(side->in.data);
+    if (word) {
+      zkw_slog(s, ZKW_LOG_DEBUG, "four-letter word '%s': relaying raw", word);
+      s->phase = ZKW_PHASE_RAW;
+    }
+  }
+  if (s->phase == ZKW_PHASE_RAW) {
+    off = side->in.len;
+  } else {
+    while (s->phase != ZKW_PHASE_CLOSING) {
+      uint32_t min, max;
+      size_t flen;
+      frame_bounds(s, from_client, &min, &max);
+      int rc = zkw_frame_next(side->in.data + off, side->in.len - off, min, max, &flen);
+      if (rc == ZKW_AGAIN) break;
+      if (rc == ZKW_OK)
+        rc = from_client ? on_client_frame(s, side->in.data + off + 4, flen - 4)
+                         : on_upstream_frame(s, side->in.data + off + 4, flen - 4);
+      if (rc != ZKW_OK) {
+        int32_t n = side->in.len - off >= 4 ? (int32_t)zkw_load_be32(side->in.data + off) : 0;
+        zkw_session_close(s, ZKW_LOG_WARN, "protocol error from %s: %s (frame length %d)", side->name,
+                          zkw_strerror(rc), n);
+        return;
+      }
+      off += flen;
+    }
+  }
+  if (off) {
+    int rc = side_send(peer, side->in.data, off);
+    if (rc) {
+      zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", peer->name, uv_strerror(rc));
+      return;
+    }
+    zkw_buf_consume(&side->in, off);
+  }
+  if (unsent(peer) > ZKW_HIGH_WATER) {
+    side->paused = true;
+    stop_reading(side);
+  }
+}
+
+void zkw_session_upstream_ready(struct zkw_session *s) {
+  start_reading(&s->upstream);
+  if (!s->client.reading) start_reading(&s->client);
+  if (s->client.in.len) process(&s->client);
+}
+
+/* ---- accept ---- */
+
+static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
+  struct sockaddr_storage ss;
+  int sl = sizeof ss;
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  snprintf(out, len, "?");
+  if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &sl) != 0) return;
+  if (ss.ss_family == AF_INET) {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    uv_ip4_name(a, ip, sizeof ip);
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    uv_ip6_name(a, ip, sizeof ip);
+    port = ntohs(a->sin6_port);
+  }
+  snprintf(out, len, "%s:%d", ip, port);
+}
+
+void zkw_session_accept(struct zkw_server *srv) {
+  struct zkw_session *s = calloc(1, sizeof *s);
+  if (!s) {
+    zkw_log_error("out of memory accepting a connection");
+    return;
+  }
+  s->srv = srv;
+  s->conn = ++srv->next_conn;
+  s->client = (struct zkw_side){.s = s, .name = "client"};
+  s->upstream = (struct zkw_side){.s = s, .name = "upstream"};
+  zkw_pending_init(&s->pending);
+  uv_tcp_init(srv->loop, &s->client.tcp);
+  s->client.tcp.data = &s->client;
+  uv_timer_init(srv->loop, &s->timer);
+  s->timer.data = s;
+  s->handles = 2;
+  s->client.open = true;
+  s->next = srv->sessions;
+  if (srv->sessions) srv->sessions->prev = s;
+  srv->sessions = s;
+  srv->session_count++;
+
+  int rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&s->client.tcp);
+  if (rc) {
+    zkw_session_close(s, ZKW_LOG_WARN, "accept failed: %s", uv_strerror(rc));
+    return;
+  }
+  s->client.connected = true;
+  uv_tcp_nodelay(&s->client.tcp, 1);
+  format_peer(&s->client.tcp, s->peer, sizeof s->peer);
+  zkw_slog(s, ZKW_LOG_DEBUG, "accepted");
+  start_reading(&s->client);
+  zkw_upstream_connect(s);
+}

@@ -1,0 +1,113 @@
+/* zkw_session.h: one JobManager connection and its upstream connection.
+ *
+ * A session relays frames between the client (the JM's ZooKeeper client) and
+ * one upstream ZooKeeper server. It parses every frame in both directions
+ * with protocol/: the handshake (ConnectRequest/Response, or a four-letter
+ * word relayed raw), then requests and replies, each reply matched to its
+ * request (zkw_pending). It records the session id, negotiated timeout and
+ * password (in memory only; never logged). Frames are forwarded unchanged,
+ * in batches, without copying when the peer socket takes them at once.
+ * Either side closing or misbehaving closes both, with one log line. */
+#ifndef ZKW_SESSION_H
+#define ZKW_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "zkw_buf.h"
+#include "zkw_log.h"
+#include "zkw_pending.h"
+
+struct zkw_server;
+struct zkw_session;
+
+enum zkw_phase {
+  ZKW_PHASE_HANDSHAKE, /* waiting for the client's first frame */
+  ZKW_PHASE_CONNECTING,/* ConnectRequest forwarded, waiting for the response */
+  ZKW_PHASE_ACTIVE,    /* session established: requests and replies */
+  ZKW_PHASE_RAW,       /* four-letter word: bytes relayed as they are */
+  ZKW_PHASE_CLOSING,
+};
+
+/* One socket of the pair. */
+struct zkw_side {
+  uv_tcp_t tcp;
+  struct zkw_session *s;
+  const char *name;    /* "client" or "upstream" */
+  struct zkw_buf in;   /* read, not yet forwarded (at most a partial frame after processing) */
+  struct zkw_buf out;  /* waiting to be written */
+  struct zkw_buf flight; /* handed to uv_write */
+  uv_write_t wreq;
+  bool open;     /* tcp initialised and not yet closed */
+  bool connected;
+  bool reading;
+  bool paused;   /* reading stopped because the peer's output is full */
+  bool writing;
+};
+
+struct zkw_session {
+  struct zkw_server *srv;
+  struct zkw_session *prev, *next;
+  uint64_t conn;
+  char peer[64];
+  enum zkw_phase phase;
+  struct zkw_side client, upstream;
+
+  /* Upstream connection attempts. */
+  uv_timer_t timer; /* connect timeout, then the close-flush bound */
+  uv_connect_t connect_req;
+  uv_getaddrinfo_t resolve_req;
+  bool resolving;
+  uint32_t up_first, up_tried;
+  char up_name[300]; /* host:port of the current upstream, for logs */
+
+  /* The ZooKeeper session, from the handshake. */
+  int64_t session_id;
+  int32_t timeout;
+  uint8_t passwd[16];
+  uint8_t passwd_len;
+  bool read_only;
+  bool close_sent; /* client sent closeSession */
+
+  struct zkw_pending pending;
+  uint32_t pings;  /* pings awaiting their -2 reply */
+  uint32_t auths;  /* auth packets (xid -4) awaiting their reply */
+
+  int handles; /* open handles and requests; freed when it reaches 0 while closing */
+};
+
+/* Takes a new client connection from the listener. */
+void zkw_session_accept(struct zkw_server *srv);
+/* Closes both sides (flushing what is already queued, briefly) and logs the
+ * reason once at the given level. Safe to call more than once. */
+void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Frees the session if it is closing and its last handle is gone. Every
+ * handle close callback and request callback calls it after `handles--`. */
+void zkw_session_maybe_free(struct zkw_session *s);
+
+/* Frees the session if it is closing and its last handle is gone. Every
+ * handle close callback and request callback calls it after `handles--`. */
+void zkw_session_maybe_free(struct zkw_session *s);
+
+/* Upstream connection (zkw_upstream.c): tries the servers in turn from a
+ * rotating start, each bounded by ZKWARDEN_CONNECT_TIMEOUT_MS, and calls
+ * zkw_session_upstream_ready when one accepts. */
+void zkw_upstream_connect(struct zkw_session *s);
+void zkw_session_upstream_ready(struct zkw_session *s);
+
+/* Log context for lines about this session. */
+static inline struct zkw_log_ctx zkw_session_log_ctx(const struct zkw_session *s) {
+  return (struct zkw_log_ctx){s->conn, s->session_id, s->peer};
+}
+#define zkw_slog(s, level, ...)                                                                    \
+  do {                                                                                             \
+    if ((level) <= zkw_log_level) {                                                                \
+      struct zkw_log_ctx ctx_ = zkw_session_log_ctx(s);                                            \
+      zkw_log_at((level), &ctx_, __VA_ARGS__);                                                     \
+    }                                                                                              \
+  } while (0)
+
+#endif

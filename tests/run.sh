@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test of zkwarden on a fresh Debian machine: installs what is
+# missing, builds a release and an ASan+UBSan build, then runs the unit and
+# differential tests on both, a short fuzz run of the codec, and the
+# integration tests against a real ZooKeeper with the sanitizer build.
+#   ZKW_FUZZ_SECONDS (default 60)  length of the fuzz run; 0 skips it
+# Extra arguments are passed to pytest (e.g. -k kazoo).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+"$repo/deploy/install-deps.sh" all || exit 1
+
+passed=0 failed=0 failures=()
+suite() { # name command...
+  local name=$1; shift
+  echo "=== $name"
+  local t0=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1)); echo "=== $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1)); failures+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+build() { # dir cmake-args...
+  local dir=$1; shift
+  cmake -S "$repo" -B "$repo/$dir" "$@" >/dev/null && cmake --build "$repo/$dir" -j"$(nproc)"
+}
+unit() { (cd "$repo/$1" && ctest --output-on-failure); }
+
+suite "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+suite "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DZKW_SANITIZE=ON
+suite "unit (release)" unit build
+suite "unit (asan+ubsan)" unit build-asan
+if [ "${ZKW_FUZZ_SECONDS:-60}" != 0 ]; then
+  suite "fuzz codec (${ZKW_FUZZ_SECONDS:-60} s)" "$repo/tests/fuzz/run.sh" "${ZKW_FUZZ_SECONDS:-60}"
+fi
+suite "integration (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" ZKW_BUILD_DIR="$repo/build-asan" \
+  "$repo/tests/integration/run.sh" "$@"
+
+echo
+for f in "${failures[@]}"; do echo "failed: $f"; done
+echo "suites: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
