@@ -10,12 +10,13 @@
 #include "zkw_log.h"
 #include "zkw_server.h"
 
-static const char *env(const char *name) { return getenv(name); }
+static const char *env(const char *name) {
+  return getenv(name);
+}
 
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: zkwarden [--check-config | --help | --version]\n"
-          "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
+  fprintf(out, "usage: zkwarden [--check-config | --help | --version]\n"
+               "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
   zkw_config_help(out);
 }
 

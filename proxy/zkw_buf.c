@@ -11,11 +11,15 @@
 static void *pool[POOL_MAX];
 static size_t pool_n;
 
-static void *chunk_get(void) { return pool_n ? pool[--pool_n] : malloc(ZKW_BUF_CHUNK); }
+static void *chunk_get(void) {
+  return pool_n ? pool[--pool_n] : malloc(ZKW_BUF_CHUNK);
+}
 
 static void block_put(void *p, size_t cap) {
-  if (cap == ZKW_BUF_CHUNK && pool_n < POOL_MAX) pool[pool_n++] = p;
-  else free(p);
+  if (cap == ZKW_BUF_CHUNK && pool_n < POOL_MAX)
+    pool[pool_n++] = p;
+  else
+    free(p);
 }
 
 int zkw_buf_reserve(struct zkw_buf *b, size_t extra) {
@@ -62,7 +66,10 @@ void zkw_buf_release(struct zkw_buf *b) {
 }
 
 void zkw_buf_pool_drain(void) {
-  while (pool_n) free(pool[--pool_n]);
+  while (pool_n)
+    free(pool[--pool_n]);
 }
 
-size_t zkw_buf_pool_idle(void) { return pool_n; }
+size_t zkw_buf_pool_idle(void) {
+  return pool_n;
+}

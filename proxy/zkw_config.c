@@ -116,8 +116,10 @@ static int parse_log_level(struct zkw_config *cfg, const char *val, long long lo
 static int parse_log_format(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                             size_t whylen) {
   (void)lo, (void)hi;
-  if (strcmp(val, "text") == 0) cfg->log_format = ZKW_LOG_TEXT;
-  else if (strcmp(val, "json") == 0) cfg->log_format = ZKW_LOG_JSON;
+  if (strcmp(val, "text") == 0)
+    cfg->log_format = ZKW_LOG_TEXT;
+  else if (strcmp(val, "json") == 0)
+    cfg->log_format = ZKW_LOG_JSON;
   else {
     snprintf(why, whylen, "text or json");
     return -1;
@@ -132,23 +134,24 @@ static int parse_log_format(struct zkw_config *cfg, const char *val, long long l
 #define ZKW_STORE_log_format(field, val)
 #define ZKW_STORE_uint(field, val) cfg->field = (uint32_t)strtoul((val), NULL, 10);
 
-int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err, size_t errlen) {
+int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err,
+                    size_t errlen) {
   char why[160];
   memset(cfg, 0, sizeof *cfg);
-#define ZKW_X_LOAD(field, env, def, parser, lo, hi, help)                                               \
-  {                                                                                                  \
-    const char *val = getenv_fn(env);                                                                \
-    if (!val || !*val) val = def;                                                                    \
-    if (!val) {                                                                                      \
-      snprintf(err, errlen, "%s is not set; it is required: %s", env, help);                         \
-      return -1;                                                                                     \
-    }                                                                                                \
-    if (parse_##parser(cfg, val, lo, hi, why, sizeof why) != 0) {                                    \
-      snprintf(err, errlen, "%s=\"%s\" is not valid: expected %s", env, val, why);                   \
-      return -1;                                                                                     \
-    }                                                                                                \
-    cfg->raw_##field = val;                                                                          \
-    ZKW_STORE_##parser(field, val)                                                                   \
+#define ZKW_X_LOAD(field, env, def, parser, lo, hi, help)                                                    \
+  {                                                                                                          \
+    const char *val = getenv_fn(env);                                                                        \
+    if (!val || !*val) val = def;                                                                            \
+    if (!val) {                                                                                              \
+      snprintf(err, errlen, "%s is not set; it is required: %s", env, help);                                 \
+      return -1;                                                                                             \
+    }                                                                                                        \
+    if (parse_##parser(cfg, val, lo, hi, why, sizeof why) != 0) {                                            \
+      snprintf(err, errlen, "%s=\"%s\" is not valid: expected %s", env, val, why);                           \
+      return -1;                                                                                             \
+    }                                                                                                        \
+    cfg->raw_##field = val;                                                                                  \
+    ZKW_STORE_##parser(field, val)                                                                           \
   }
   ZKW_CONFIG_VARS(ZKW_X_LOAD)
 #undef ZKW_X_LOAD
@@ -163,7 +166,7 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 
 void zkw_config_help(FILE *out) {
   fprintf(out, "Configuration (environment variables):\n");
-#define ZKW_X_HELP(field, env, def, parser, lo, hi, help)                                               \
+#define ZKW_X_HELP(field, env, def, parser, lo, hi, help)                                                    \
   fprintf(out, "  %-30s %s\n  %-30s default: %s\n", env, help, "", def ? def : "(required)");
   ZKW_CONFIG_VARS(ZKW_X_HELP)
 #undef ZKW_X_HELP

@@ -21,22 +21,22 @@ struct zkw_hostport {
   char port[8];
 };
 
-/*  field              env name                         default      parser         lo  hi           help */
-#define ZKW_CONFIG_VARS(X)                                                                                    \
-  X(upstream,          "ZKWARDEN_UPSTREAM",             NULL,        hostports,     0,  0,                    \
+/* X(field, environment variable, default (NULL: required), parser, min, max, help) */
+#define ZKW_CONFIG_VARS(X)                                                                                   \
+  X(upstream, "ZKWARDEN_UPSTREAM", NULL, hostports, 0, 0,                                                    \
     "ZooKeeper ensemble, host:port,host:port,... (required)")                                                \
-  X(listen,            "ZKWARDEN_LISTEN",               "127.0.0.1:2181", listen_addr, 0, 0,                  \
-    "address the JobManager connects to, ip:port or [ipv6]:port")                                             \
-  X(max_frame,         "ZKWARDEN_MAX_FRAME",            "1048575",   uint,          8,  0x7fffffff,           \
-    "largest frame accepted from a client, bytes (ZooKeeper's jute.maxbuffer)")                               \
-  X(max_reply_frame,   "ZKWARDEN_MAX_REPLY_FRAME",      "67108864",  uint,          16, 0x7fffffff,           \
-    "largest frame accepted from the server, bytes (big getChildren replies)")                                \
-  X(connect_timeout_ms,"ZKWARDEN_CONNECT_TIMEOUT_MS",   "2000",      uint,          1,  600000,               \
-    "bound on one TCP connect to an upstream server, ms; then the next one is tried")                         \
-  X(log_level,         "ZKWARDEN_LOG_LEVEL",            "info",      log_level,     0,  0,                    \
-    "error, warn, info or debug")                                                                             \
-  X(log_format,        "ZKWARDEN_LOG_FORMAT",           "text",      log_format,    0,  0,                    \
-    "text or json")
+  X(listen, "ZKWARDEN_LISTEN", "127.0.0.1:2181", listen_addr, 0, 0,                                          \
+    "address the JobManager connects to, ip:port or [ipv6]:port")                                            \
+  X(max_frame, "ZKWARDEN_MAX_FRAME", "1048575", uint, 8, 0x7fffffff,                                         \
+    "largest frame accepted from a client, bytes (ZooKeeper's jute.maxbuffer)")                              \
+  X(max_reply_frame, "ZKWARDEN_MAX_REPLY_FRAME", "67108864", uint, 16, 0x7fffffff,                           \
+    "largest frame accepted from the server, bytes (big getChildren replies)")                               \
+  X(connect_timeout_ms, "ZKWARDEN_CONNECT_TIMEOUT_MS", "2000", uint, 1, 600000,                              \
+    "bound on one TCP connect to an upstream server, ms; then the next one is tried")                        \
+  X(handshake_timeout_ms, "ZKWARDEN_HANDSHAKE_TIMEOUT_MS", "10000", uint, 1, 600000,                         \
+    "a client that sends no ConnectRequest (or four-letter word) within this many ms is closed")             \
+  X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
+  X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")
 
 struct zkw_config {
   struct zkw_hostport upstream[ZKW_MAX_UPSTREAMS];
@@ -45,6 +45,7 @@ struct zkw_config {
   uint32_t max_frame;
   uint32_t max_reply_frame;
   uint32_t connect_timeout_ms;
+  uint32_t handshake_timeout_ms;
   enum zkw_log_level log_level;
   enum zkw_log_format log_format;
   /* The text each variable was resolved from, for --check-config. */

@@ -20,7 +20,9 @@ void zkw_log_setup(enum zkw_log_level level, enum zkw_log_format format) {
   log_format = format;
 }
 
-const char *zkw_log_level_name(enum zkw_log_level level) { return level_names[level]; }
+const char *zkw_log_level_name(enum zkw_log_level level) {
+  return level_names[level];
+}
 
 /* Appends s to out as a JSON string body (no quotes). */
 static size_t json_escape(char *out, size_t cap, const char *s) {
@@ -60,13 +62,15 @@ void zkw_log_at(enum zkw_log_level level, const struct zkw_log_ctx *ctx, const c
     int n = snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\"", ts, level_names[level]);
     if (ctx && ctx->conn) {
       if (ctx->peer) json_escape(peer, sizeof peer, ctx->peer);
-      n += snprintf(line + n, sizeof line - (size_t)n, ",\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":\"%s\"",
-                    (unsigned long long)ctx->conn, (unsigned long long)ctx->session, peer);
+      n +=
+          snprintf(line + n, sizeof line - (size_t)n, ",\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":\"%s\"",
+                   (unsigned long long)ctx->conn, (unsigned long long)ctx->session, peer);
     }
     snprintf(line + n, sizeof line - (size_t)n, ",\"msg\":\"%s\"}", esc);
   } else if (ctx && ctx->conn) {
     snprintf(line, sizeof line, "%s %s conn=%llu session=0x%llx peer=%s %s", ts, level_names[level],
-             (unsigned long long)ctx->conn, (unsigned long long)ctx->session, ctx->peer ? ctx->peer : "-", msg);
+             (unsigned long long)ctx->conn, (unsigned long long)ctx->session, ctx->peer ? ctx->peer : "-",
+             msg);
   } else {
     snprintf(line, sizeof line, "%s %s %s", ts, level_names[level], msg);
   }

@@ -8,10 +8,10 @@
 
 #include <stdint.h>
 
-#define ZKW_LOG_LEVELS(X) \
-  X(ERROR, "error")       \
-  X(WARN, "warn")         \
-  X(INFO, "info")         \
+#define ZKW_LOG_LEVELS(X)                                                                                    \
+  X(ERROR, "error")                                                                                          \
+  X(WARN, "warn")                                                                                            \
+  X(INFO, "info")                                                                                            \
   X(DEBUG, "debug")
 
 enum zkw_log_level {
@@ -35,15 +35,16 @@ struct zkw_log_ctx {
 };
 
 #define ZKW_PRINTF(a, b) __attribute__((format(printf, a, b)))
-void zkw_log_at(enum zkw_log_level level, const struct zkw_log_ctx *ctx, const char *fmt, ...) ZKW_PRINTF(3, 4);
+void zkw_log_at(enum zkw_log_level level, const struct zkw_log_ctx *ctx, const char *fmt, ...)
+    ZKW_PRINTF(3, 4);
 
-#define zkw_log(level, ...)                                                                        \
-  do {                                                                                             \
-    if ((level) <= zkw_log_level) zkw_log_at((level), NULL, __VA_ARGS__);                         \
+#define zkw_log(level, ...)                                                                                  \
+  do {                                                                                                       \
+    if ((level) <= zkw_log_level) zkw_log_at((level), NULL, __VA_ARGS__);                                    \
   } while (0)
 #define zkw_log_error(...) zkw_log(ZKW_LOG_ERROR, __VA_ARGS__)
-#define zkw_log_warn(...) zkw_log(ZKW_LOG_WARN, __VA_ARGS__)
-#define zkw_log_info(...) zkw_log(ZKW_LOG_INFO, __VA_ARGS__)
+#define zkw_log_warn(...)  zkw_log(ZKW_LOG_WARN, __VA_ARGS__)
+#define zkw_log_info(...)  zkw_log(ZKW_LOG_INFO, __VA_ARGS__)
 #define zkw_log_debug(...) zkw_log(ZKW_LOG_DEBUG, __VA_ARGS__)
 
 #endif

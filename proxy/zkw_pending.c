@@ -27,7 +27,8 @@ int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) {
     if (p->cap >= (1u << 30)) return -ENOMEM;
     struct zkw_pending_entry *n = malloc(sizeof *n * p->cap * 2);
     if (!n) return -ENOMEM;
-    for (uint32_t i = 0; i < p->count; i++) n[i] = zkw_pending_at(p, i);
+    for (uint32_t i = 0; i < p->count; i++)
+      n[i] = zkw_pending_at(p, i);
     if (p->ring != p->inline_ring) free(p->ring);
     p->ring = n;
     p->cap *= 2;

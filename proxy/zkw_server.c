@@ -18,8 +18,8 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 static void on_signal(uv_signal_t *h, int signum) {
   struct zkw_server *srv = h->data;
-  zkw_log_info("received %s: closing %llu connection(s) and exiting", signum == SIGTERM ? "SIGTERM" : "SIGINT",
-               (unsigned long long)srv->session_count);
+  zkw_log_info("received %s: closing %llu connection(s) and exiting",
+               signum == SIGTERM ? "SIGTERM" : "SIGINT", (unsigned long long)srv->session_count);
   zkw_server_stop(srv);
 }
 

@@ -21,7 +21,7 @@ struct zkw_server {
   uv_signal_t sig_term, sig_int;
   struct zkw_session *sessions; /* doubly linked, newest first */
   uint64_t session_count;
-  uint64_t next_conn;  /* connection numbers for logs, from 1 */
+  uint64_t next_conn;     /* connection numbers for logs, from 1 */
   uint32_t next_upstream; /* round-robin start for the next connection */
   bool stopping;
 };

@@ -16,7 +16,7 @@
 #include "zkw_server.h"
 
 #define ZKW_HIGH_WATER (1024 * 1024)
-#define ZKW_LOW_WATER (256 * 1024)
+#define ZKW_LOW_WATER  (256 * 1024)
 /* Bound on flushing queued bytes to a side once the session is closing. */
 #define ZKW_CLOSE_FLUSH_MS 2000
 /* Smallest free space offered to a read. */
@@ -30,13 +30,17 @@ static struct zkw_side *peer_of(struct zkw_side *side) {
   return side == &s->client ? &s->upstream : &s->client;
 }
 
-static size_t unsent(const struct zkw_side *side) { return side->out.len + side->flight.len; }
+static size_t unsent(const struct zkw_side *side) {
+  return side->out.len + side->flight.len;
+}
 
 void zkw_session_maybe_free(struct zkw_session *s) {
   if (s->phase != ZKW_PHASE_CLOSING || s->handles > 0) return;
   struct zkw_server *srv = s->srv;
-  if (s->prev) s->prev->next = s->next;
-  else srv->sessions = s->next;
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    srv->sessions = s->next;
   if (s->next) s->next->prev = s->prev;
   srv->session_count--;
   struct zkw_side *sides[2] = {&s->client, &s->upstream};
@@ -99,11 +103,15 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
     struct zkw_side *side = sides[i];
     if (side->open && side->reading) uv_read_stop((uv_stream_t *)&side->tcp);
     side->reading = false;
-    if (side->open && side->connected && unsent(side) > 0) flushing = true; /* closed by write_cb */
-    else side_close(side);
+    if (side->open && side->connected && unsent(side) > 0)
+      flushing = true; /* closed by write_cb */
+    else
+      side_close(side);
   }
-  if (flushing) uv_timer_start(&s->timer, close_flush_timeout_cb, ZKW_CLOSE_FLUSH_MS, 0);
-  else if (!uv_is_closing((uv_handle_t *)&s->timer)) uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
+  if (flushing)
+    uv_timer_start(&s->timer, close_flush_timeout_cb, ZKW_CLOSE_FLUSH_MS, 0);
+  else if (!uv_is_closing((uv_handle_t *)&s->timer))
+    uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
 }
 
 /* ---- writing ---- */
@@ -116,8 +124,10 @@ static void write_cb(uv_write_t *req, int status) {
   side->writing = false;
   zkw_buf_release(&side->flight);
   if (status < 0) {
-    if (s->phase == ZKW_PHASE_CLOSING) closing_side_done(side);
-    else zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(status));
+    if (s->phase == ZKW_PHASE_CLOSING)
+      closing_side_done(side);
+    else
+      zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(status));
     return;
   }
   if (side->out.len) side_flush(side);
@@ -193,7 +203,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   } else if (nread < 0) {
     if (nread == UV_EOF)
       zkw_session_close(s, ZKW_LOG_INFO, "%s closed the connection%s", side->name,
-                        side->in.len ? " in the middle of a frame" : "");
+                        side->in.len                ? " in the middle of a frame"
+                        : s->close_sent             ? " after closeSession"
+                        : s->phase == ZKW_PHASE_RAW ? " (four-letter word done)"
+                                                    : "");
     else
       zkw_session_close(s, ZKW_LOG_INFO, "read from %s failed: %s", side->name, uv_strerror((int)nread));
   }
@@ -301,13 +314,50 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *body, size_t 
   struct zkw_reply rep;
   int rc = zkw_decode_reply(body, len, op, &rep);
   if (rc) {
-    zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: %s (xid %d, %s)", zkw_strerror(rc), xid, zkw_op_name(op));
+    zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: %s (xid %d, %s)", zkw_strerror(rc), xid,
+             zkw_op_name(op));
     return rc;
   }
   return 0;
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
   return ZKW_E_VALUE;
+}
+
+/* Before any upstream connection: waits for a four-letter word or a whole,
+ * valid ConnectRequest, then connects upstream. An idle or garbage connection
+ * thus never takes a connection slot on the server (ZooKeeper limits them per
+ * client address). The ConnectRequest stays in the buffer and is forwarded,
+ * parsed again, once the upstream is up. */
+static void client_hello(struct zkw_session *s) {
+  struct zkw_side *side = &s->client;
+  size_t flen;
+  if (side->in.len < 4) return;
+  const char *word = zkw_four_letter_word(side->in.data);
+  if (word) {
+    zkw_slog(s, ZKW_LOG_DEBUG, "four-letter word '%s': relaying raw", word);
+    s->phase = ZKW_PHASE_RAW;
+  } else {
+    int rc = zkw_frame_next(side->in.data, side->in.len, ZKW_CONNECT_REQ_MIN, s->srv->cfg->max_frame, &flen);
+    if (rc == ZKW_AGAIN) return;
+    struct zkw_connect_req req;
+    if (rc == ZKW_OK) rc = zkw_decode_connect_req(side->in.data + 4, flen - 4, &req);
+    if (rc != ZKW_OK) {
+      zkw_session_close(s, ZKW_LOG_WARN, "protocol error from client: bad handshake: %s (frame length %d)",
+                        zkw_strerror(rc), (int32_t)zkw_load_be32(side->in.data));
+      return;
+    }
+  }
+  uv_timer_stop(&s->timer);
+  s->upstream_started = true;
+  stop_reading(side);
+  zkw_upstream_connect(s);
+}
+
+static void handshake_timeout_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  zkw_session_close(s, ZKW_LOG_WARN, "client sent no handshake within %u ms (%zu bytes received)",
+                    s->srv->cfg->handshake_timeout_ms, s->client.in.len);
 }
 
 /* Length bounds for the next frame from a side. */
@@ -332,15 +382,11 @@ static void process(struct zkw_side *side) {
   if (s->phase == ZKW_PHASE_CLOSING) return;
   /* The client's bytes wait until the upstream connection is up. */
   if (from_client && !peer->connected) {
-    if (side->in.len > (size_t)s->srv->cfg->max_frame + 4) stop_reading(side);
+    if (!s->upstream_started)
+      client_hello(s);
+    else if (side->in.len > (size_t)s->srv->cfg->max_frame + 4)
+      stop_reading(side);
     return;
-  }
-  if (s->phase == ZKW_PHASE_HANDSHAKE && from_client && side->in.len >= 4) {
-    const char *word = zkw_four_letter_word(side->in.data);
-    if (word) {
-      zkw_slog(s, ZKW_LOG_DEBUG, "four-letter word '%s': relaying raw", word);
-      s->phase = ZKW_PHASE_RAW;
-    }
   }
   if (s->phase == ZKW_PHASE_RAW) {
     off = side->in.len;
@@ -379,7 +425,7 @@ static void process(struct zkw_side *side) {
 
 void zkw_session_upstream_ready(struct zkw_session *s) {
   start_reading(&s->upstream);
-  if (!s->client.reading) start_reading(&s->client);
+  start_reading(&s->client);
   if (s->client.in.len) process(&s->client);
 }
 
@@ -436,5 +482,5 @@ void zkw_session_accept(struct zkw_server *srv) {
   format_peer(&s->client.tcp, s->peer, sizeof s->peer);
   zkw_slog(s, ZKW_LOG_DEBUG, "accepted");
   start_reading(&s->client);
-  zkw_upstream_connect(s);
+  uv_timer_start(&s->timer, handshake_timeout_cb, srv->cfg->handshake_timeout_ms, 0);
 }

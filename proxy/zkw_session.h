@@ -23,10 +23,10 @@ struct zkw_server;
 struct zkw_session;
 
 enum zkw_phase {
-  ZKW_PHASE_HANDSHAKE, /* waiting for the client's first frame */
-  ZKW_PHASE_CONNECTING,/* ConnectRequest forwarded, waiting for the response */
-  ZKW_PHASE_ACTIVE,    /* session established: requests and replies */
-  ZKW_PHASE_RAW,       /* four-letter word: bytes relayed as they are */
+  ZKW_PHASE_HANDSHAKE,  /* waiting for the client's first frame */
+  ZKW_PHASE_CONNECTING, /* ConnectRequest forwarded, waiting for the response */
+  ZKW_PHASE_ACTIVE,     /* session established: requests and replies */
+  ZKW_PHASE_RAW,        /* four-letter word: bytes relayed as they are */
   ZKW_PHASE_CLOSING,
 };
 
@@ -34,15 +34,15 @@ enum zkw_phase {
 struct zkw_side {
   uv_tcp_t tcp;
   struct zkw_session *s;
-  const char *name;    /* "client" or "upstream" */
-  struct zkw_buf in;   /* read, not yet forwarded (at most a partial frame after processing) */
-  struct zkw_buf out;  /* waiting to be written */
+  const char *name;      /* "client" or "upstream" */
+  struct zkw_buf in;     /* read, not yet forwarded (at most a partial frame after processing) */
+  struct zkw_buf out;    /* waiting to be written */
   struct zkw_buf flight; /* handed to uv_write */
   uv_write_t wreq;
-  bool open;     /* tcp initialised and not yet closed */
+  bool open; /* tcp initialised and not yet closed */
   bool connected;
   bool reading;
-  bool paused;   /* reading stopped because the peer's output is full */
+  bool paused; /* reading stopped because the peer's output is full */
   bool writing;
 };
 
@@ -55,10 +55,11 @@ struct zkw_session {
   struct zkw_side client, upstream;
 
   /* Upstream connection attempts. */
-  uv_timer_t timer; /* connect timeout, then the close-flush bound */
+  uv_timer_t timer; /* handshake timeout, connect timeout, then the close-flush bound */
   uv_connect_t connect_req;
   uv_getaddrinfo_t resolve_req;
   bool resolving;
+  bool upstream_started; /* the client's handshake arrived and connecting began */
   uint32_t up_first, up_tried;
   char up_name[300]; /* host:port of the current upstream, for logs */
 
@@ -71,8 +72,8 @@ struct zkw_session {
   bool close_sent; /* client sent closeSession */
 
   struct zkw_pending pending;
-  uint32_t pings;  /* pings awaiting their -2 reply */
-  uint32_t auths;  /* auth packets (xid -4) awaiting their reply */
+  uint32_t pings; /* pings awaiting their -2 reply */
+  uint32_t auths; /* auth packets (xid -4) awaiting their reply */
 
   int handles; /* open handles and requests; freed when it reaches 0 while closing */
 };
@@ -102,12 +103,12 @@ void zkw_session_upstream_ready(struct zkw_session *s);
 static inline struct zkw_log_ctx zkw_session_log_ctx(const struct zkw_session *s) {
   return (struct zkw_log_ctx){s->conn, s->session_id, s->peer};
 }
-#define zkw_slog(s, level, ...)                                                                    \
-  do {                                                                                             \
-    if ((level) <= zkw_log_level) {                                                                \
-      struct zkw_log_ctx ctx_ = zkw_session_log_ctx(s);                                            \
-      zkw_log_at((level), &ctx_, __VA_ARGS__);                                                     \
-    }                                                                                              \
+#define zkw_slog(s, level, ...)                                                                              \
+  do {                                                                                                       \
+    if ((level) <= zkw_log_level) {                                                                          \
+      struct zkw_log_ctx ctx_ = zkw_session_log_ctx(s);                                                      \
+      zkw_log_at((level), &ctx_, __VA_ARGS__);                                                               \
+    }                                                                                                        \
   } while (0)
 
 #endif

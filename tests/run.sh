@@ -30,6 +30,7 @@ unit() { (cd "$repo/$1" && ctest --output-on-failure); }
 
 suite "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 suite "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DZKW_SANITIZE=ON
+suite "docs list every variable" "$repo/tests/check_docs.sh" "$repo/build/zkwarden"
 suite "unit (release)" unit build
 suite "unit (asan+ubsan)" unit build-asan
 if [ "${ZKW_FUZZ_SECONDS:-60}" != 0 ]; then
