@@ -1,0 +1,95 @@
+"""A minimal ZooKeeper wire client on a raw socket, for tests that need exact
+control of the bytes (pipelining without reading, malformed frames).
+
+It writes frames with struct and reads replies back; it is a test client, not
+a server: every test that uses it talks to a real ZooKeeper (directly or
+through zkwarden).
+"""
+
+import socket
+import struct
+
+from zkharness import HOST
+
+
+def frame(body):
+    return struct.pack(">i", len(body)) + body
+
+
+def connect_request(timeout_ms=10000, session_id=0, passwd=b"\0" * 16, last_zxid=0):
+    body = struct.pack(">iqiq", 0, last_zxid, timeout_ms, session_id)
+    body += struct.pack(">i", len(passwd)) + passwd + b"\0"
+    return frame(body)
+
+
+def ustring(s):
+    if isinstance(s, str):
+        s = s.encode()
+    return struct.pack(">i", len(s)) + s
+
+
+def request(xid, op, body=b""):
+    return frame(struct.pack(">ii", xid, op) + body)
+
+
+def get_data(xid, path, watch=False):
+    return request(xid, 4, ustring(path) + (b"\1" if watch else b"\0"))
+
+
+def exists(xid, path, watch=False):
+    return request(xid, 3, ustring(path) + (b"\1" if watch else b"\0"))
+
+
+class RawSession:
+    """A connected, established ZooKeeper session on a raw socket."""
+
+    def __init__(self, port, timeout_ms=10000, sock_timeout=10.0):
+        self.sock = socket.create_connection((HOST, port), timeout=sock_timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.sock.sendall(connect_request(timeout_ms))
+        body = self.read_frame()
+        _, self.timeout, self.session_id = struct.unpack(">iiq", body[:16])
+        if self.timeout <= 0:
+            raise RuntimeError("session rejected")
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            d = self.sock.recv(max(65536, n - len(self.buf)))
+            if not d:
+                raise ConnectionError("peer closed after %d of %d bytes" % (len(self.buf), n))
+            self.buf += d
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_frame(self):
+        (n,) = struct.unpack(">i", self.read_exact(4))
+        return self.read_exact(n)
+
+    def read_reply(self):
+        """(xid, zxid, err, body) of the next reply frame."""
+        body = self.read_frame()
+        xid, zxid, err = struct.unpack(">iqi", body[:16])
+        return xid, zxid, err, body[16:]
+
+    def closed_by_peer(self, timeout=5.0):
+        """True when the peer closes (EOF or reset) within timeout."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                d = self.sock.recv(65536)
+                if not d:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
