@@ -1,0 +1,294 @@
+"""Process harness for the integration tests: a real ZooKeeper server, the
+zkwarden proxy, and small helpers (free ports, four-letter words, polling).
+
+Every process started here is tracked by its pid and stopped by that pid.
+Everything listens on and connects to 127.0.0.1 only.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+
+ZK_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
+# slf4j-simple is added only so that the server's log reaches its log file
+# (without a binding slf4j falls back to NOP and the server is silent).
+ZK_LOG_BINDING = "/usr/share/java/slf4j-simple.jar"
+
+SANITIZER_MARKERS = ("runtime error:", "AddressSanitizer", "LeakSanitizer",
+                     "UndefinedBehaviorSanitizer")
+
+
+def free_port():
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout, interval=0.02, what="condition"):
+    """Poll pred() until it returns a truthy value; return that value.
+    Raises TimeoutError naming `what` when the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise TimeoutError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def four_letter(port, word, timeout=5.0):
+    """Send a four-letter word and read the raw reply until the peer closes."""
+    if isinstance(word, str):
+        word = word.encode()
+    with socket.create_connection((HOST, port), timeout=timeout) as s:
+        s.sendall(word)
+        out = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                d = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not d:
+                break
+            out += d
+        return out
+
+
+def port_accepts(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def tail(path, limit=20000):
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        return "<cannot read %s: %s>" % (path, e)
+    if len(data) > limit:
+        data = b"...[%d bytes cut]...\n" % (len(data) - limit) + data[-limit:]
+    return data.decode("utf-8", "replace")
+
+
+def _stop_pid(proc, grace=10.0):
+    """Terminate one child we started (by its pid), then kill it if needed.
+    Returns the exit status."""
+    if proc.poll() is None:
+        try:
+            proc.terminate()
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
+class ZkServer:
+    """A standalone ZooKeeper 3.8 server in its own directory.
+
+    restart() keeps the port and the dataDir, so sessions survive it as long
+    as the restart is shorter than their timeout."""
+
+    def __init__(self, workdir, tick_ms=500, min_session_ms=1000,
+                 max_session_ms=30000, extra_cfg=None):
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.datadir = self.dir / "data"
+        self.datadir.mkdir(exist_ok=True)
+        self.port = free_port()
+        self.cfg = self.dir / "zoo.cfg"
+        self.log = self.dir / "zookeeper.log"
+        self.proc = None
+        self.starts = 0
+        lines = [
+            "tickTime=%d" % tick_ms,
+            "minSessionTimeout=%d" % min_session_ms,
+            "maxSessionTimeout=%d" % max_session_ms,
+            "dataDir=%s" % self.datadir,
+            "clientPort=%d" % self.port,
+            "clientPortAddress=%s" % HOST,
+            "maxClientCnxns=0",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=srvr,ruok,stat",
+            "extendedTypesEnabled=true",
+        ]
+        lines += list(extra_cfg or [])
+        self.cfg.write_text("\n".join(lines) + "\n")
+
+    @property
+    def hostport(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def start(self, timeout=30.0):
+        assert self.proc is None or self.proc.poll() is not None
+        cp = ZK_CLASSPATH
+        if os.path.exists(ZK_LOG_BINDING):
+            cp += ":" + ZK_LOG_BINDING
+        cmd = ["java", "-Dzookeeper.extendedTypesEnabled=true",
+               # Containers are checked every second, not every minute.
+               "-Dznode.container.checkIntervalMs=1000",
+               "-Dorg.slf4j.simpleLogger.showDateTime=true",
+               "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+               str(self.cfg)]
+        self.starts += 1
+        with open(self.log, "ab") as log:
+            log.write(b"\n===== zookeeper start #%d =====\n" % self.starts)
+            log.flush()
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=str(self.dir))
+        self.wait_ready(timeout)
+        return self
+
+    def _srvr_ok(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("ZooKeeper exited with %s during start:\n%s"
+                               % (self.proc.returncode, tail(self.log)))
+        try:
+            out = four_letter(self.port, "srvr", timeout=2.0)
+        except OSError:
+            return False
+        return b"Mode: standalone" in out
+
+    def wait_ready(self, timeout=30.0):
+        wait_until(self._srvr_ok, timeout, interval=0.05, what="ZooKeeper srvr on %d" % self.port)
+
+    def stop(self):
+        if self.proc is not None:
+            _stop_pid(self.proc)
+
+    def restart(self, down_for=0.0):
+        self.stop()
+        if down_for:
+            time.sleep(down_for)
+        return self.start()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+
+def default_zkwarden_bin():
+    return os.environ.get("ZKW_BIN") or str(REPO / "build" / "zkwarden")
+
+
+def default_build_dir():
+    return os.environ.get("ZKW_BUILD_DIR") or str(REPO / "build")
+
+
+class Zkwarden:
+    """One zkwarden process in front of the given upstream host:port list."""
+
+    def __init__(self, workdir, upstreams, binary=None, log_level=None, extra_env=None,
+                 name="zkwarden"):
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.binary = binary or default_zkwarden_bin()
+        self.upstreams = list(upstreams)
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.name = name
+        self.stderr_path = self.dir / ("%s.stderr" % name)
+        self.stdout_path = self.dir / ("%s.stdout" % name)
+        self.log_level = log_level or os.environ.get("ZKW_LOG_LEVEL", "info")
+        self.extra_env = dict(extra_env or {})
+        self.proc = None
+        self.returncode = None
+
+    @property
+    def hostport(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def start(self, timeout=15.0):
+        if not os.access(self.binary, os.X_OK):
+            raise FileNotFoundError(
+                "zkwarden binary %s not found or not executable (set ZKW_BIN, build with "
+                "cmake, or run with ZKW_DIRECT_ONLY=1)" % self.binary)
+        env = dict(os.environ)
+        env.update({
+            "ZKWARDEN_UPSTREAM": ",".join(self.upstreams),
+            "ZKWARDEN_LISTEN": self.hostport,
+            "ZKWARDEN_ADMIN_LISTEN": "%s:%d" % (HOST, self.admin_port),
+            "ZKWARDEN_LOG_LEVEL": self.log_level,
+        })
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        env.update(self.extra_env)
+        self.err = open(self.stderr_path, "ab")
+        self.out = open(self.stdout_path, "ab")
+        self.proc = subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=self.out, stderr=self.err, cwd=str(self.dir))
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError("zkwarden exited with %s during start; stderr:\n%s"
+                                   % (self.proc.returncode, self.stderr()))
+            if "listening on" in self.stderr() or "listening on" in tail(self.stdout_path):
+                return True
+            return port_accepts(self.port)
+
+        wait_until(ready, timeout, interval=0.02, what="zkwarden to listen on %d" % self.port)
+        return self
+
+    def stderr(self):
+        return tail(self.stderr_path, limit=200000)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        """SIGTERM, wait, and return a list of problems (empty when clean)."""
+        problems = []
+        if self.proc is None:
+            return problems
+        if self.proc.poll() is not None:
+            problems.append("zkwarden had already exited with status %s before SIGTERM"
+                            % self.proc.returncode)
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                problems.append("zkwarden did not exit within 15 s of SIGTERM; killed")
+                self.proc.kill()
+                self.proc.wait(10)
+            if self.proc.returncode != 0:
+                problems.append("zkwarden exited with status %s after SIGTERM (want 0)"
+                                % self.proc.returncode)
+        self.returncode = self.proc.returncode
+        for f in (self.err, self.out):
+            f.close()
+        text = self.stderr()
+        for marker in SANITIZER_MARKERS:
+            if marker in text:
+                problems.append("zkwarden stderr contains %r" % marker)
+        return problems
+
+
+def run_bounded(cmd, timeout, input=None, env=None):
+    """Run a command we start, in its own process group, with a deadline.
+    On timeout the group we created is killed and TimeoutError is raised with
+    the output so far. Returns (returncode, stdout, stderr) as text."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         start_new_session=True, text=True)
+    try:
+        out, err = p.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = p.communicate()
+        raise TimeoutError("%s did not finish within %ss\nstdout:\n%s\nstderr:\n%s"
+                           % (cmd[0], timeout, out, err))
+    return p.returncode, out, err
