@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int (*parse_fn)(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                         size_t whylen);
@@ -127,11 +128,94 @@ static int parse_log_format(struct zkw_config *cfg, const char *val, long long l
   return 0;
 }
 
+static int parse_identity(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                          size_t whylen) {
+  (void)lo, (void)hi;
+  if (strcmp(val, "$HOSTNAME") == 0) {
+    /* The default: the host name (in Kubernetes, the pod name). */
+    if (gethostname(cfg->identity, sizeof cfg->identity) != 0) cfg->identity[0] = 0;
+    cfg->identity[sizeof cfg->identity - 1] = 0;
+  } else {
+    snprintf(cfg->identity, sizeof cfg->identity, "%s", val);
+  }
+  if (strlen(val) > ZKW_IDENTITY_MAX || !zkw_identity_valid(cfg->identity)) {
+    snprintf(why, whylen, "1-128 characters of [A-Za-z0-9._-]%s",
+             strcmp(val, "$HOSTNAME") == 0 ? " (the host name is not usable: set ZKWARDEN_IDENTITY)" : "");
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_znode(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                       size_t whylen) {
+  (void)lo, (void)hi;
+  size_t n = strlen(val);
+  if (n < 2 || val[0] != '/' || val[n - 1] == '/' || n >= sizeof cfg->registry_root || strstr(val, "//")) {
+    snprintf(why, whylen, "an absolute znode path other than /, without trailing '/', e.g. /zkwarden");
+    return -1;
+  }
+  memcpy(cfg->registry_root, val, n + 1);
+  return 0;
+}
+
+static int check_auth(struct zkw_config *cfg, const char *val, char *why, size_t whylen) {
+  const char *colon = strchr(val, ':');
+  if (!colon || colon == val || !colon[1] || strlen(val) >= sizeof cfg->registry_auth) {
+    snprintf(why, whylen, "user:password (both non-empty, at most %zu characters)",
+             sizeof cfg->registry_auth - 1);
+    return -1;
+  }
+  snprintf(cfg->registry_auth, sizeof cfg->registry_auth, "%s", val);
+  return 0;
+}
+
+static int parse_auth(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                      size_t whylen) {
+  (void)lo, (void)hi;
+  return *val ? check_auth(cfg, val, why, whylen) : 0;
+}
+
+static int parse_auth_file(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                           size_t whylen) {
+  (void)lo, (void)hi;
+  if (!*val) return 0;
+  if (cfg->registry_auth[0]) {
+    snprintf(why, whylen, "only one of ZKWARDEN_REGISTRY_AUTH and ZKWARDEN_REGISTRY_AUTH_FILE");
+    return -1;
+  }
+  char buf[512];
+  FILE *f = fopen(val, "r");
+  if (!f) {
+    snprintf(why, whylen, "a readable file (%s)", strerror(errno));
+    return -1;
+  }
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+    buf[--n] = 0;
+  int rc = check_auth(cfg, buf, why, whylen);
+  memset(buf, 0, sizeof buf);
+  if (rc) snprintf(why, whylen, "a file holding user:password");
+  return rc;
+}
+
+static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                            size_t whylen) {
+  (void)lo, (void)hi;
+  return zkw_lock_roots_parse(&cfg->lock_roots, val, why, whylen);
+}
+
 /* Integer fields are stored after validation by store_uint below. */
 #define ZKW_STORE_hostports(field, val)
 #define ZKW_STORE_listen_addr(field, val)
 #define ZKW_STORE_log_level(field, val)
 #define ZKW_STORE_log_format(field, val)
+#define ZKW_STORE_identity(field, val)
+#define ZKW_STORE_znode(field, val)
+#define ZKW_STORE_auth(field, val)
+#define ZKW_STORE_auth_file(field, val)
+#define ZKW_STORE_lock_roots(field, val)
 #define ZKW_STORE_uint(field, val) cfg->field = (uint32_t)strtoul((val), NULL, 10);
 
 int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err,
@@ -159,7 +243,21 @@ int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char 
 }
 
 void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
-#define ZKW_X_PRINT(field, env, def, parser, lo, hi, help) fprintf(out, "%s=%s\n", env, cfg->raw_##field);
+/* What --check-config shows: the text given, except for secrets and the
+ * resolved identity. */
+#define ZKW_SHOW(field, parser)     ZKW_SHOW_##parser(field)
+#define ZKW_SHOW_hostports(field)   cfg->raw_##field
+#define ZKW_SHOW_listen_addr(field) cfg->raw_##field
+#define ZKW_SHOW_uint(field)        cfg->raw_##field
+#define ZKW_SHOW_log_level(field)   cfg->raw_##field
+#define ZKW_SHOW_log_format(field)  cfg->raw_##field
+#define ZKW_SHOW_identity(field)    cfg->identity
+#define ZKW_SHOW_znode(field)       cfg->raw_##field
+#define ZKW_SHOW_auth(field)        (*cfg->raw_##field ? "<set>" : "")
+#define ZKW_SHOW_auth_file(field)   cfg->raw_##field
+#define ZKW_SHOW_lock_roots(field)  cfg->raw_##field
+#define ZKW_X_PRINT(field, env, def, parser, lo, hi, help)                                                   \
+  fprintf(out, "%s=%s\n", env, ZKW_SHOW(field, parser));
   ZKW_CONFIG_VARS(ZKW_X_PRINT)
 #undef ZKW_X_PRINT
 }

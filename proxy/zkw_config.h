@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
+#include "zkw_lockrule.h"
 #include "zkw_log.h"
 
 #define ZKW_MAX_UPSTREAMS 16
@@ -35,6 +36,21 @@ struct zkw_hostport {
     "bound on one TCP connect to an upstream server, ms; then the next one is tried")                        \
   X(handshake_timeout_ms, "ZKWARDEN_HANDSHAKE_TIMEOUT_MS", "10000", uint, 1, 600000,                         \
     "a client that sends no ConnectRequest (or four-letter word) within this many ms is closed")             \
+  X(identity, "ZKWARDEN_IDENTITY", "$HOSTNAME", identity, 0, 0,                                              \
+    "stable JobManager identity, e.g. the StatefulSet pod name: 1-128 of [A-Za-z0-9._-]")                    \
+  X(registry_root, "ZKWARDEN_REGISTRY_ROOT", "/zkwarden", znode, 0, 0, "registry root znode")                \
+  X(registry_auth, "ZKWARDEN_REGISTRY_AUTH", "", auth, 0, 0,                                                 \
+    "digest credentials user:password for the registry ACL (secret; empty: world ACL with a warning)")       \
+  X(registry_auth_file, "ZKWARDEN_REGISTRY_AUTH_FILE", "", auth_file, 0, 0,                                  \
+    "file holding user:password, instead of ZKWARDEN_REGISTRY_AUTH")                                         \
+  X(lock_roots, "ZKWARDEN_LOCK_ROOTS", "/flink", lock_roots, 0, 0,                                           \
+    "comma list of znode paths under which the lock rule applies")                                           \
+  X(fence_timeout_ms, "ZKWARDEN_FENCE_TIMEOUT_MS", "3000", uint, 1, 600000,                                  \
+    "bound on fencing before a new session is forwarded, ms (fencing then goes on in the background)")       \
+  X(orphan_grace_ms, "ZKWARDEN_ORPHAN_GRACE_MS", "10000", uint, 0, 86400000,                                 \
+    "grace before a session whose JobManager connection dropped is fenced, ms; 0 disables")                  \
+  X(sweep_interval_s, "ZKWARDEN_SWEEP_INTERVAL_S", "300", uint, 0, 86400,                                    \
+    "periodic sweep of this identity's stale locks, s; 0 disables")                                          \
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
   X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")
 
@@ -46,6 +62,13 @@ struct zkw_config {
   uint32_t max_reply_frame;
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
+  char identity[ZKW_IDENTITY_MAX + 1];
+  char registry_root[256];
+  char registry_auth[256]; /* secret: never printed or logged */
+  struct zkw_lock_roots lock_roots;
+  uint32_t fence_timeout_ms;
+  uint32_t orphan_grace_ms;
+  uint32_t sweep_interval_s;
   enum zkw_log_level log_level;
   enum zkw_log_format log_format;
   /* The text each variable was resolved from, for --check-config. */

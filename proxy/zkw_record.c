@@ -1,0 +1,93 @@
+/* zkw_record.c: formatting and parsing the registry record. */
+#include "zkw_record.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RECORD_MAGIC "zkwarden-registry 1\n"
+
+int zkw_record_format(const struct zkw_record *r, char *out, size_t cap) {
+  char hex[33];
+  for (int i = 0; i < 16; i++)
+    snprintf(hex + 2 * i, 3, "%02x", r->passwd[i]);
+  int n = snprintf(out, cap,
+                   RECORD_MAGIC "incarnation=%" PRIu64 "\nsession=0x%" PRIx64 "\npasswd=%s\ntimeout=%" PRId32
+                                "\ninstance=%s\ndead=%" PRIu64 "\n",
+                   r->incarnation, (uint64_t)r->session, hex, r->timeout, r->instance, r->dead);
+  memset(hex, 0, sizeof hex);
+  return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* Parses an unsigned decimal, or hex after "0x"; the whole value. */
+static int parse_u64(const char *v, size_t n, uint64_t *out) {
+  int base = 10;
+  if (n > 2 && v[0] == '0' && v[1] == 'x') base = 16, v += 2, n -= 2;
+  if (n == 0 || n > 20) return -1;
+  uint64_t x = 0;
+  for (size_t i = 0; i < n; i++) {
+    int d = hexval(v[i]);
+    if (d < 0 || d >= base) return -1;
+    if (x > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) return -1;
+    x = x * (uint64_t)base + (uint64_t)d;
+  }
+  *out = x;
+  return 0;
+}
+
+int zkw_record_parse(const char *data, int len, struct zkw_record *r) {
+  memset(r, 0, sizeof *r);
+  if (len <= 0) return 0;
+  const size_t ml = sizeof RECORD_MAGIC - 1;
+  if ((size_t)len < ml || memcmp(data, RECORD_MAGIC, ml) != 0) return -1;
+  const char *p = data + ml, *end = data + len;
+  unsigned seen = 0;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    if (!nl) return -1;
+    const char *eq = memchr(p, '=', (size_t)(nl - p));
+    if (!eq) return -1;
+    size_t kl = (size_t)(eq - p), vl = (size_t)(nl - eq - 1);
+    const char *v = eq + 1;
+    uint64_t x;
+#define KEY(name) (kl == sizeof(name) - 1 && memcmp(p, name, kl) == 0)
+    if (KEY("incarnation")) {
+      if (parse_u64(v, vl, &r->incarnation)) return -1;
+      seen |= 1;
+    } else if (KEY("session")) {
+      if (parse_u64(v, vl, &x)) return -1;
+      r->session = (int64_t)x;
+      seen |= 2;
+    } else if (KEY("passwd")) {
+      if (vl != 32) return -1;
+      for (int i = 0; i < 16; i++) {
+        int hi = hexval(v[2 * i]), lo = hexval(v[2 * i + 1]);
+        if (hi < 0 || lo < 0) return -1;
+        r->passwd[i] = (uint8_t)(hi << 4 | lo);
+      }
+      seen |= 4;
+    } else if (KEY("timeout")) {
+      if (parse_u64(v, vl, &x) || x > INT32_MAX) return -1;
+      r->timeout = (int32_t)x;
+      seen |= 8;
+    } else if (KEY("instance")) {
+      if (vl >= sizeof r->instance) return -1;
+      memcpy(r->instance, v, vl);
+      r->instance[vl] = 0;
+      seen |= 16;
+    } else if (KEY("dead")) {
+      if (parse_u64(v, vl, &r->dead)) return -1;
+      seen |= 32;
+    } /* unknown keys: written by a newer version, ignored */
+#undef KEY
+    p = nl + 1;
+  }
+  return seen == 63 ? 0 : -1;
+}
