@@ -12,7 +12,8 @@
  *       exists watch on the missing <root>/later, prints "READY <sid>", then
  *       prints every event as it arrives ("EVENT <type> <state> <path>") and
  *       answers commands on stdin: "CHECK" prints "SID <sid>" and
- *       "EPH <stat or error>"; "QUIT" closes the session and exits.
+ *       "EPH owner=self|other" (or "EPH !ZERROR"); "QUIT" closes the session,
+ *       prints "BYE" and exits.
  *
  * Diagnostics go to stderr; the exit status is 0 unless the workload could
  * not run at all.
@@ -591,7 +592,7 @@ static int run_reconnect(const char *hostport)
     zhandle_t *zh;
     struct Stat st;
     struct String_vector sv;
-    char line[256], sbuf[128], buf[64];
+    char line[256], buf[64];
     int len = sizeof buf, rc;
 
     zh = connect_to(hostport, NULL);
@@ -620,7 +621,7 @@ static int run_reconnect(const char *hostport)
             pthread_mutex_lock(&g_out_lock);
             printf("SID %" PRIx64 "\n", (uint64_t)zoo_client_id(zh)->client_id);
             if (rc == ZOK) {
-                printf("EPH %s\n", fmt_stat(&st, sbuf, sizeof sbuf));
+                printf("EPH owner=%s\n", st.ephemeralOwner == g_self_sid ? "self" : "other");
             } else {
                 printf("EPH !%s\n", err_name(rc));
             }
