@@ -5,9 +5,11 @@
 #include <string.h>
 #include <uv.h>
 
+#include "zkw_admin.h"
 #include "zkw_buf.h"
 #include "zkw_config.h"
 #include "zkw_log.h"
+#include "zkw_metrics.h"
 #include "zkw_server.h"
 
 static const char *env(const char *name) {
@@ -15,7 +17,7 @@ static const char *env(const char *name) {
 }
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: zkwarden [--check-config | --help | --version]\n"
+  fprintf(out, "usage: zkwarden [--check-config | --list-metrics | --help | --version]\n"
                "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
   zkw_config_help(out);
 }
@@ -28,6 +30,9 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(argv[i], "--version") == 0) {
       printf("zkwarden %s\n", ZKW_VERSION);
+      return 0;
+    } else if (strcmp(argv[i], "--list-metrics") == 0) {
+      zkw_metrics_list_markdown(stdout);
       return 0;
     } else if (strcmp(argv[i], "--check-config") == 0) {
       check_only = true;
@@ -49,11 +54,22 @@ int main(int argc, char **argv) {
     return 0;
   }
   zkw_log_setup(cfg.log_level, cfg.log_format);
+  if (cfg.log_file) {
+    int lrc = zkw_log_open(cfg.log_file);
+    if (lrc) {
+      fprintf(stderr, "zkwarden: ZKWARDEN_LOG_FILE=\"%s\" cannot be opened: %s\n", cfg.log_file,
+              strerror(-lrc));
+      return 2;
+    }
+  }
   signal(SIGPIPE, SIG_IGN);
+  zkw_metrics_init();
 
   uv_loop_t *loop = uv_default_loop();
   static struct zkw_server srv;
   if (zkw_server_start(&srv, loop, &cfg) != 0) return 1;
+  int started = zkw_admin_start(&srv);
+  if (started != 0) zkw_server_stop(&srv); /* logged; the loop below only closes handles */
   uv_run(loop, UV_RUN_DEFAULT);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();
@@ -61,6 +77,7 @@ int main(int argc, char **argv) {
     zkw_log_error("event loop closed with handles still open: %s", uv_strerror(rc));
     return 1;
   }
+  if (started != 0) return 1;
   zkw_log_info("stopped");
   return 0;
 }

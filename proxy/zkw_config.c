@@ -65,14 +65,14 @@ static int parse_hostports(struct zkw_config *cfg, const char *val, long long lo
   return 0;
 }
 
-static int parse_listen_addr(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
-                             size_t whylen) {
-  (void)lo, (void)hi;
+/* A numeric ip:port or [ipv6]:port into *ss. */
+static int parse_sockaddr(struct sockaddr_storage *ss, const char *val, const char *example, char *why,
+                          size_t whylen) {
   struct zkw_hostport hp;
-  memset(&cfg->listen, 0, sizeof cfg->listen);
+  memset(ss, 0, sizeof *ss);
   if (split_hostport(val, strlen(val), &hp) == 0) {
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&cfg->listen;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&cfg->listen;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
     uint16_t port = (uint16_t)atoi(hp.port);
     if (inet_pton(AF_INET, hp.host, &a4->sin_addr) == 1) {
       a4->sin_family = AF_INET;
@@ -85,8 +85,38 @@ static int parse_listen_addr(struct zkw_config *cfg, const char *val, long long 
       return 0;
     }
   }
-  snprintf(why, whylen, "a numeric ip:port or [ipv6]:port, e.g. 127.0.0.1:2181");
+  snprintf(why, whylen, "a numeric ip:port or [ipv6]:port, e.g. %s", example);
   return -1;
+}
+
+static int parse_listen_addr(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                             size_t whylen) {
+  (void)lo, (void)hi;
+  return parse_sockaddr(&cfg->listen, val, "127.0.0.1:2181", why, whylen);
+}
+
+static int parse_admin_addr(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                            size_t whylen) {
+  (void)lo, (void)hi;
+  return parse_sockaddr(&cfg->admin_listen, val, "127.0.0.1:9181", why, whylen);
+}
+
+/* Empty: stderr. Otherwise a file that can be opened for appending (it is
+ * created if missing). */
+static int parse_log_file(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                          size_t whylen) {
+  (void)lo, (void)hi;
+  cfg->log_file = NULL;
+  if (!*val) return 0;
+  FILE *f = fopen(val, "a");
+  if (!f) {
+    snprintf(why, whylen, "a file path that can be opened for appending (%s), or empty for stderr",
+             strerror(errno));
+    return -1;
+  }
+  fclose(f);
+  cfg->log_file = val;
+  return 0;
 }
 
 static int parse_uint(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
@@ -206,9 +236,26 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
   return zkw_lock_roots_parse(&cfg->lock_roots, val, why, whylen);
 }
 
+/* Whether a parser's values are secret: never printed, not even in an error
+ * (every parser must say). */
+#define ZKW_SECRET_hostports   0
+#define ZKW_SECRET_listen_addr 0
+#define ZKW_SECRET_admin_addr  0
+#define ZKW_SECRET_uint        0
+#define ZKW_SECRET_log_level   0
+#define ZKW_SECRET_log_format  0
+#define ZKW_SECRET_log_file    0
+#define ZKW_SECRET_identity    0
+#define ZKW_SECRET_znode       0
+#define ZKW_SECRET_auth        1
+#define ZKW_SECRET_auth_file   0
+#define ZKW_SECRET_lock_roots  0
+
 /* Integer fields are stored after validation by store_uint below. */
 #define ZKW_STORE_hostports(field, val)
 #define ZKW_STORE_listen_addr(field, val)
+#define ZKW_STORE_admin_addr(field, val)
+#define ZKW_STORE_log_file(field, val)
 #define ZKW_STORE_log_level(field, val)
 #define ZKW_STORE_log_format(field, val)
 #define ZKW_STORE_identity(field, val)
@@ -231,7 +278,8 @@ int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char 
       return -1;                                                                                             \
     }                                                                                                        \
     if (parse_##parser(cfg, val, lo, hi, why, sizeof why) != 0) {                                            \
-      snprintf(err, errlen, "%s=\"%s\" is not valid: expected %s", env, val, why);                           \
+      const char *shown_ = ZKW_SECRET_##parser ? "<hidden>" : val;                                           \
+      snprintf(err, errlen, "%s=\"%s\" is not valid: expected %s", env, shown_, why);                        \
       return -1;                                                                                             \
     }                                                                                                        \
     cfg->raw_##field = val;                                                                                  \
@@ -248,12 +296,14 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 #define ZKW_SHOW(field, parser)     ZKW_SHOW_##parser(field)
 #define ZKW_SHOW_hostports(field)   cfg->raw_##field
 #define ZKW_SHOW_listen_addr(field) cfg->raw_##field
+#define ZKW_SHOW_admin_addr(field)  cfg->raw_##field
+#define ZKW_SHOW_log_file(field)    cfg->raw_##field
 #define ZKW_SHOW_uint(field)        cfg->raw_##field
 #define ZKW_SHOW_log_level(field)   cfg->raw_##field
 #define ZKW_SHOW_log_format(field)  cfg->raw_##field
 #define ZKW_SHOW_identity(field)    cfg->identity
 #define ZKW_SHOW_znode(field)       cfg->raw_##field
-#define ZKW_SHOW_auth(field)        (*cfg->raw_##field ? "<set>" : "")
+#define ZKW_SHOW_auth(field)        (*cfg->raw_##field ? "<set>" : "<unset>")
 #define ZKW_SHOW_auth_file(field)   cfg->raw_##field
 #define ZKW_SHOW_lock_roots(field)  cfg->raw_##field
 #define ZKW_X_PRINT(field, env, def, parser, lo, hi, help)                                                   \

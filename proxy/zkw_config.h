@@ -28,6 +28,8 @@ struct zkw_hostport {
     "ZooKeeper ensemble, host:port,host:port,... (required)")                                                \
   X(listen, "ZKWARDEN_LISTEN", "127.0.0.1:2181", listen_addr, 0, 0,                                          \
     "address the JobManager connects to, ip:port or [ipv6]:port")                                            \
+  X(admin_listen, "ZKWARDEN_ADMIN_LISTEN", "127.0.0.1:9181", admin_addr, 0, 0,                               \
+    "admin HTTP endpoint (/healthz /readyz /metrics /v1/...), ip:port or [ipv6]:port")                       \
   X(max_frame, "ZKWARDEN_MAX_FRAME", "1048575", uint, 8, 0x7fffffff,                                         \
     "largest frame accepted from a client, bytes (ZooKeeper's jute.maxbuffer)")                              \
   X(max_reply_frame, "ZKWARDEN_MAX_REPLY_FRAME", "67108864", uint, 16, 0x7fffffff,                           \
@@ -52,12 +54,15 @@ struct zkw_hostport {
   X(sweep_interval_s, "ZKWARDEN_SWEEP_INTERVAL_S", "300", uint, 0, 86400,                                    \
     "periodic sweep of this identity's stale locks, s; 0 disables")                                          \
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
-  X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")
+  X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")                             \
+  X(log_file, "ZKWARDEN_LOG_FILE", "", log_file, 0, 0,                                                       \
+    "file the log is appended to (SIGHUP reopens it); empty: stderr")
 
 struct zkw_config {
   struct zkw_hostport upstream[ZKW_MAX_UPSTREAMS];
   int upstream_count;
   struct sockaddr_storage listen;
+  struct sockaddr_storage admin_listen;
   uint32_t max_frame;
   uint32_t max_reply_frame;
   uint32_t connect_timeout_ms;
@@ -71,6 +76,7 @@ struct zkw_config {
   uint32_t sweep_interval_s;
   enum zkw_log_level log_level;
   enum zkw_log_format log_format;
+  const char *log_file; /* NULL: stderr */
   /* The text each variable was resolved from, for --check-config. */
 #define ZKW_X_RAW(field, env, def, parser, lo, hi, help) const char *raw_##field;
   ZKW_CONFIG_VARS(ZKW_X_RAW)

@@ -1,13 +1,18 @@
 /* zkw_log.c: formatting of log lines (text or JSON) with a UTC timestamp. */
 #include "zkw_log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum zkw_log_level zkw_log_level = ZKW_LOG_INFO;
 static enum zkw_log_format log_format = ZKW_LOG_TEXT;
+static FILE *log_file;        /* NULL: stderr */
+static const char *log_path;
 
 static const char *const level_names[] = {
 #define ZKW_X_LVL(name, str) str,
@@ -18,6 +23,36 @@ static const char *const level_names[] = {
 void zkw_log_setup(enum zkw_log_level level, enum zkw_log_format format) {
   zkw_log_level = level;
   log_format = format;
+}
+
+/* The FILE stays the same for the life of the process; a reopen swaps the
+ * descriptor under it (dup3), so a line being written by another thread
+ * never sees a closed stream. */
+int zkw_log_open(const char *path) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) return -errno;
+  if (log_file) {
+    fflush(log_file);
+    int rc = dup3(fd, fileno(log_file), O_CLOEXEC);
+    int e = errno;
+    close(fd);
+    if (rc < 0) return -e;
+  } else {
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+      int e = errno;
+      close(fd);
+      return -e;
+    }
+    setvbuf(f, NULL, _IOLBF, 0); /* whole lines, at once */
+    log_file = f;
+  }
+  log_path = path;
+  return 0;
+}
+
+int zkw_log_reopen(void) {
+  return log_path ? zkw_log_open(log_path) : 0;
 }
 
 const char *zkw_log_level_name(enum zkw_log_level level) {
@@ -74,5 +109,5 @@ void zkw_log_at(enum zkw_log_level level, const struct zkw_log_ctx *ctx, const c
   } else {
     snprintf(line, sizeof line, "%s %s %s", ts, level_names[level], msg);
   }
-  fprintf(stderr, "%s\n", line);
+  fprintf(log_file ? log_file : stderr, "%s\n", line);
 }

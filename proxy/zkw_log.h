@@ -1,4 +1,5 @@
-/* zkw_log.h: one line per event, text or JSON, to stderr.
+/* zkw_log.h: one line per event, text or JSON, to stderr or to the file
+ * ZKWARDEN_LOG_FILE (appended; zkw_log_reopen reopens it, on SIGHUP).
  *
  * Lines about a client connection carry its connection number, session id
  * and peer through zkw_slog (see zkw_session.h). Nothing secret is ever passed
@@ -25,6 +26,12 @@ enum zkw_log_format { ZKW_LOG_TEXT, ZKW_LOG_JSON };
 extern enum zkw_log_level zkw_log_level;
 
 void zkw_log_setup(enum zkw_log_level level, enum zkw_log_format format);
+/* Sends the log to path (appending) instead of stderr. Returns 0 or a
+ * negative errno; on error the log stays where it was. */
+int zkw_log_open(const char *path) __attribute__((warn_unused_result));
+/* Reopens the log file (after rotation). 0 (also when logging to stderr) or
+ * a negative errno, in which case the old file stays in use. */
+int zkw_log_reopen(void) __attribute__((warn_unused_result));
 const char *zkw_log_level_name(enum zkw_log_level level);
 
 /* Context printed before the message; conn 0 means none. */

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "zkw_admin.h"
 #include "zkw_log.h"
 #include "zkw_session.h"
 
@@ -73,6 +74,7 @@ void zkw_server_stop(struct zkw_server *srv) {
   if (!srv->stopping) {
     srv->stopping = true;
     uv_close((uv_handle_t *)&srv->listener, NULL);
+    zkw_admin_stop();
     struct zkw_session *s = srv->sessions;
     while (s) {
       struct zkw_session *next = s->next;

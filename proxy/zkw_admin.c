@@ -1,0 +1,573 @@
+/* zkw_admin.c: the admin HTTP endpoint (llhttp on the proxy's libuv loop).
+ *
+ * Each admin connection parses its bytes with llhttp as they arrive (reads go
+ * to one static buffer: the loop handles one read at a time), keeping only
+ * the URL. Every response body is rendered into one reused scratch buffer,
+ * then written straight to the socket when it takes it, else queued on the
+ * connection. Requests on a keep-alive connection are answered in order. */
+#include "zkw_admin.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_health.h"
+#include "zkw_history.h"
+#include "zkw_log.h"
+#include "zkw_metrics.h"
+#include "zkw_server.h"
+#include "zkw_session.h"
+#include "zkw_text.h"
+
+/* Bound on flushing a response before closing the connection. */
+#define ADMIN_FLUSH_MS 2000
+/* Scratch buffers larger than this are given back after use. */
+#define ADMIN_SCRATCH_KEEP (1024 * 1024)
+
+struct admin_conn {
+  struct admin_conn *prev, *next;
+  uv_tcp_t tcp;
+  uv_timer_t timer; /* request deadline, keep-alive idle bound, then the flush bound */
+  uv_write_t wreq;
+  llhttp_t parser;
+  struct zkw_buf out;    /* responses waiting to be written */
+  struct zkw_buf flight; /* handed to uv_write */
+  int handles;           /* open handles; freed at 0 */
+  bool writing;
+  bool closing;     /* no more requests: close once the output is flushed */
+  bool in_request;  /* a request has begun and is not complete */
+  int err_status;   /* set by a callback that refuses the request */
+  size_t head_bytes; /* request line and headers so far */
+  size_t body_bytes;
+  size_t url_len;
+  bool url_long;
+  char url[ZKW_ADMIN_URL_MAX + 1];
+};
+
+static struct {
+  struct zkw_server *srv;
+  bool started, stopping;
+  uv_tcp_t listener;
+  uv_signal_t sig_hup;
+  struct admin_conn *conns;
+  unsigned nconns;
+  struct zkw_buf scratch; /* response bodies */
+  llhttp_settings_t settings;
+  char readbuf[64 * 1024];
+  char where[80];
+} a;
+
+/* ---- closing ---- */
+
+static void conn_closed_cb(uv_handle_t *hd) {
+  struct admin_conn *c = hd->data;
+  if (--c->handles > 0) return;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    a.conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  a.nconns--;
+  zkw_buf_release(&c->out);
+  zkw_buf_release(&c->flight);
+  free(c);
+}
+
+static void conn_close_now(struct admin_conn *c) {
+  c->closing = true;
+  if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
+  if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, conn_closed_cb);
+}
+
+static void flush_timeout_cb(uv_timer_t *t) {
+  conn_close_now(t->data);
+}
+
+/* No more requests on c: closes it once what is queued is written. */
+static void conn_finish(struct admin_conn *c) {
+  if (!c->closing) {
+    c->closing = true;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+  }
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  if (!c->writing && !c->out.len) {
+    conn_close_now(c);
+    return;
+  }
+  uv_timer_start(&c->timer, flush_timeout_cb, ADMIN_FLUSH_MS, 0);
+}
+
+/* ---- writing ---- */
+
+static void conn_flush(struct admin_conn *c);
+
+static void write_cb(uv_write_t *req, int status) {
+  struct admin_conn *c = req->data;
+  c->writing = false;
+  zkw_buf_release(&c->flight);
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  if (status < 0) {
+    conn_close_now(c);
+    return;
+  }
+  conn_flush(c);
+  if (c->closing && !c->writing) conn_close_now(c);
+}
+
+static void conn_flush(struct admin_conn *c) {
+  if (c->writing || !c->out.len) return;
+  c->flight = c->out;
+  c->out = (struct zkw_buf){0};
+  uv_buf_t b = uv_buf_init((char *)c->flight.data, (unsigned)c->flight.len);
+  c->wreq.data = c;
+  if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+    zkw_buf_release(&c->flight);
+    conn_close_now(c);
+    return;
+  }
+  c->writing = true;
+}
+
+/* Sends bytes: straight to the socket if nothing is queued, the rest queued.
+ * Returns 0 or -ENOMEM. */
+static int conn_send(struct admin_conn *c, const char *head, size_t hlen, const uint8_t *body, size_t blen) {
+  if (!c->writing && !c->out.len) {
+    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hlen), uv_buf_init((char *)body, (unsigned)blen)};
+    int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, blen ? 2 : 1);
+    if (w < 0 && w != UV_EAGAIN) return w;
+    size_t done = w > 0 ? (size_t)w : 0;
+    size_t hd = done < hlen ? done : hlen;
+    head += hd;
+    hlen -= hd;
+    done -= hd;
+    body += done;
+    blen -= done;
+  }
+  if (hlen && zkw_buf_append(&c->out, head, hlen) != 0) return -ENOMEM;
+  if (blen && zkw_buf_append(&c->out, body, blen) != 0) return -ENOMEM;
+  conn_flush(c);
+  return 0;
+}
+
+static const char *status_text(int status) {
+  switch (status) {
+  case 200:
+    return "OK";
+  case 400:
+    return "Bad Request";
+  case 404:
+    return "Not Found";
+  case 405:
+    return "Method Not Allowed";
+  case 408:
+    return "Request Timeout";
+  case 413:
+    return "Content Too Large";
+  case 414:
+    return "URI Too Long";
+  case 431:
+    return "Request Header Fields Too Large";
+  case 503:
+    return "Service Unavailable";
+  default:
+    return "Internal Server Error";
+  }
+}
+
+/* Sends a response whose body is in a.scratch, then empties the scratch. If
+ * last, the connection is closed once it is written. */
+static void respond(struct admin_conn *c, int status, const char *ctype, const char *extra, bool last) {
+  char head[512];
+  int hl = snprintf(head, sizeof head,
+                    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+                    "%s%s\r\n",
+                    status, status_text(status), ctype, a.scratch.len, extra ? extra : "",
+                    last ? "Connection: close\r\n" : "");
+  ZKW_METRIC_INC(admin_requests);
+  int rc = conn_send(c, head, (size_t)hl, a.scratch.data, a.scratch.len);
+  a.scratch.len = 0;
+  if (a.scratch.cap > ADMIN_SCRATCH_KEEP) zkw_buf_release(&a.scratch);
+  if (rc) {
+    conn_close_now(c);
+    return;
+  }
+  if (last) conn_finish(c);
+}
+
+/* A text/plain response of one line. */
+static void respond_line(struct admin_conn *c, int status, const char *extra, bool last, const char *line) {
+  a.scratch.len = 0;
+  if (zkw_text_printf(&a.scratch, "%s\n", line) != 0) {
+    conn_close_now(c);
+    return;
+  }
+  respond(c, status, "text/plain; charset=utf-8", extra, last);
+}
+
+/* ---- the endpoints ---- */
+
+static const char *phase_name(enum zkw_phase p) {
+  switch (p) {
+  case ZKW_PHASE_HANDSHAKE:
+    return "handshake";
+  case ZKW_PHASE_CONNECTING:
+    return "connecting";
+  case ZKW_PHASE_ACTIVE:
+    return "active";
+  case ZKW_PHASE_RAW:
+    return "four_letter_word";
+  case ZKW_PHASE_CLOSING:
+    return "closing";
+  default:
+    return "unknown";
+  }
+}
+
+static uint32_t outstanding(const struct zkw_session *s) {
+  return s->pending.count + s->pings + s->auths;
+}
+
+/* Fills the gauges that are computed from the live sessions. */
+static void refresh_gauges(void) {
+  int64_t active = 0, out = 0;
+  for (const struct zkw_session *s = a.srv->sessions; s; s = s->next) {
+    if (s->phase == ZKW_PHASE_ACTIVE) active++;
+    out += outstanding(s);
+  }
+  ZKW_METRIC_SET(connections_active, (int64_t)a.srv->session_count);
+  ZKW_METRIC_SET(sessions_active, active);
+  ZKW_METRIC_SET(outstanding_requests, out);
+}
+
+#define TRY(expr)                                                                                            \
+  do {                                                                                                       \
+    if ((expr) != 0) return -ENOMEM;                                                                         \
+  } while (0)
+
+/* The session list. The session password is never part of it. */
+static int render_sessions(struct zkw_buf *b) {
+  TRY(zkw_text_printf(b, "{\"count\":%llu,\"sessions\":[", (unsigned long long)a.srv->session_count));
+  bool first = true;
+  for (const struct zkw_session *s = a.srv->sessions; s; s = s->next) {
+    TRY(zkw_text_printf(b, "%s{\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":", first ? "" : ",",
+                        (unsigned long long)s->conn, (unsigned long long)s->session_id));
+    first = false;
+    TRY(zkw_text_json_string(b, s->peer, sizeof s->peer));
+    TRY(zkw_text_printf(b, ",\"upstream\":"));
+    if (s->upstream.connected)
+      TRY(zkw_text_json_string(b, s->up_name, sizeof s->up_name));
+    else
+      TRY(zkw_text_printf(b, "null"));
+    TRY(zkw_text_printf(b, ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u}",
+                        phase_name(s->phase), s->timeout, s->read_only ? "true" : "false", outstanding(s)));
+  }
+  TRY(zkw_text_printf(b, "]}\n"));
+  return 0;
+}
+
+static void serve(struct admin_conn *c, bool last) {
+  char path[ZKW_ADMIN_URL_MAX + 1];
+  size_t n = strcspn(c->url, "?#");
+  memcpy(path, c->url, n);
+  path[n] = 0;
+
+  enum { HEALTHZ, READYZ, METRICS, SESSIONS, RECLAIMS, NONE } route = NONE;
+  if (strcmp(path, "/healthz") == 0)
+    route = HEALTHZ;
+  else if (strcmp(path, "/readyz") == 0)
+    route = READYZ;
+  else if (strcmp(path, "/metrics") == 0)
+    route = METRICS;
+  else if (strcmp(path, "/v1/sessions") == 0)
+    route = SESSIONS;
+  else if (strcmp(path, "/v1/reclaims") == 0)
+    route = RECLAIMS;
+
+  if (route == NONE) {
+    respond_line(c, 404, NULL, last, "not found; paths: /healthz /readyz /metrics /v1/sessions /v1/reclaims");
+    return;
+  }
+  if (llhttp_get_method(&c->parser) != HTTP_GET) {
+    respond_line(c, 405, "Allow: GET\r\n", last, "method not allowed; use GET");
+    return;
+  }
+  a.scratch.len = 0;
+  switch (route) {
+  case HEALTHZ:
+    respond_line(c, 200, NULL, last, "ok");
+    return;
+  case READYZ: {
+    char why[600], line[640];
+    bool ok = zkw_server_ready(a.srv, why, sizeof why);
+    snprintf(line, sizeof line, "%s%s", ok ? "" : "not ready: ", why);
+    respond_line(c, ok ? 200 : 503, NULL, last, line);
+    return;
+  }
+  case METRICS:
+    refresh_gauges();
+    if (zkw_metrics_render(&a.scratch) != 0) break;
+    respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, last);
+    return;
+  case SESSIONS:
+    if (render_sessions(&a.scratch) != 0) break;
+    respond(c, 200, "application/json", NULL, last);
+    return;
+  case RECLAIMS:
+    if (zkw_history_render_json(&a.scratch, ZKW_HISTORY_SIZE) != 0) break;
+    respond(c, 200, "application/json", NULL, last);
+    return;
+  case NONE:
+    break;
+  }
+  respond_line(c, 500, NULL, true, "out of memory");
+}
+
+/* ---- parsing ---- */
+
+static struct admin_conn *conn_of(llhttp_t *p) {
+  return p->data;
+}
+
+static int refuse(struct admin_conn *c, int status) {
+  if (!c->err_status) c->err_status = status;
+  return -1;
+}
+
+static void request_timeout_cb(uv_timer_t *t);
+
+static int on_message_begin(llhttp_t *p) {
+  struct admin_conn *c = conn_of(p);
+  c->in_request = true;
+  c->head_bytes = c->body_bytes = c->url_len = 0;
+  c->url_long = false;
+  c->url[0] = 0;
+  uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_REQUEST_MS, 0);
+  return 0;
+}
+
+static int count_head(struct admin_conn *c, size_t n) {
+  c->head_bytes += n;
+  return c->head_bytes > ZKW_ADMIN_HEAD_MAX ? refuse(c, 431) : 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n) {
+  struct admin_conn *c = conn_of(p);
+  if (c->url_len + n > ZKW_ADMIN_URL_MAX) return refuse(c, 414);
+  memcpy(c->url + c->url_len, at, n);
+  c->url_len += n;
+  c->url[c->url_len] = 0;
+  return count_head(c, n);
+}
+
+static int on_head_data(llhttp_t *p, const char *at, size_t n) {
+  (void)at;
+  return count_head(conn_of(p), n);
+}
+
+/* Each header line adds ": " and CRLF to the bytes its callbacks report. */
+static int on_header_value_complete(llhttp_t *p) {
+  return count_head(conn_of(p), 4);
+}
+
+static int on_headers_complete(llhttp_t *p) {
+  struct admin_conn *c = conn_of(p);
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > ZKW_ADMIN_BODY_MAX) return refuse(c, 413);
+  return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n) {
+  struct admin_conn *c = conn_of(p);
+  (void)at;
+  c->body_bytes += n;
+  return c->body_bytes > ZKW_ADMIN_BODY_MAX ? refuse(c, 413) : 0;
+}
+
+static int on_message_complete(llhttp_t *p) {
+  struct admin_conn *c = conn_of(p);
+  c->in_request = false;
+  /* A client that pipelines faster than it reads gets its answers so far,
+   * then the connection closes. */
+  bool last = !llhttp_should_keep_alive(p) || c->out.len + c->flight.len > ZKW_ADMIN_OUT_MAX || a.stopping;
+  serve(c, last);
+  if (last || c->closing) return HPE_PAUSED;
+  uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_IDLE_MS, 0);
+  return 0;
+}
+
+static void request_timeout_cb(uv_timer_t *t) {
+  struct admin_conn *c = t->data;
+  if (c->closing) return;
+  if (c->in_request) {
+    respond_line(c, 408, NULL, true, "request not received in time");
+    return;
+  }
+  conn_close_now(c); /* idle keep-alive connection */
+}
+
+static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
+  (void)hd, (void)suggested;
+  *buf = uv_buf_init(a.readbuf, sizeof a.readbuf);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  struct admin_conn *c = st->data;
+  if (nread < 0) {
+    conn_close_now(c);
+    return;
+  }
+  if (nread == 0 || c->closing) return;
+  llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, (size_t)nread);
+  if (err == HPE_OK || err == HPE_PAUSED) return;
+  int status = c->err_status ? c->err_status : 400;
+  char line[200];
+  if (status == 400)
+    snprintf(line, sizeof line, "bad request: %s", llhttp_get_error_reason(&c->parser));
+  else if (status == 431)
+    snprintf(line, sizeof line, "request head larger than %d bytes", ZKW_ADMIN_HEAD_MAX);
+  else if (status == 414)
+    snprintf(line, sizeof line, "URL longer than %d bytes", ZKW_ADMIN_URL_MAX);
+  else
+    snprintf(line, sizeof line, "request body larger than %d bytes", ZKW_ADMIN_BODY_MAX);
+  zkw_log_debug("admin: refused a request (%d): %s", status, line);
+  respond_line(c, status, NULL, true, line);
+}
+
+/* ---- accepting ---- */
+
+static void refused_closed_cb(uv_handle_t *hd) {
+  free(hd);
+}
+
+/* Over the limit: a 503 if the socket takes it at once, then close. */
+static void refuse_connection(uv_stream_t *listener) {
+  static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                             "Content-Length: 27\r\nConnection: close\r\n\r\ntoo many admin connections\n";
+  uv_tcp_t *t = malloc(sizeof *t);
+  if (!t) return;
+  if (uv_tcp_init(a.srv->loop, t) != 0) {
+    free(t);
+    return;
+  }
+  if (uv_accept(listener, (uv_stream_t *)t) == 0) {
+    uv_buf_t b = uv_buf_init((char *)busy, sizeof busy - 1);
+    (void)uv_try_write((uv_stream_t *)t, &b, 1);
+  }
+  ZKW_METRIC_INC(admin_rejected);
+  uv_close((uv_handle_t *)t, refused_closed_cb);
+}
+
+static void on_connection(uv_stream_t *listener, int status) {
+  if (status < 0) {
+    zkw_log_warn("admin accept: %s", uv_strerror(status));
+    return;
+  }
+  if (a.stopping) return;
+  if (a.nconns >= ZKW_ADMIN_MAX_CONNS) {
+    refuse_connection(listener);
+    return;
+  }
+  struct admin_conn *c = calloc(1, sizeof *c);
+  if (!c) {
+    zkw_log_error("admin: out of memory accepting a connection");
+    return;
+  }
+  if (uv_tcp_init(a.srv->loop, &c->tcp) != 0) {
+    free(c);
+    return;
+  }
+  c->tcp.data = c;
+  uv_timer_init(a.srv->loop, &c->timer);
+  c->timer.data = c;
+  c->handles = 2;
+  c->next = a.conns;
+  if (a.conns) a.conns->prev = c;
+  a.conns = c;
+  a.nconns++;
+  llhttp_init(&c->parser, HTTP_REQUEST, &a.settings);
+  c->parser.data = c;
+  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 ||
+      uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) != 0) {
+    conn_close_now(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_REQUEST_MS, 0);
+}
+
+/* ---- SIGHUP ---- */
+
+static void on_sighup(uv_signal_t *hd, int signum) {
+  (void)hd, (void)signum;
+  int rc = zkw_log_reopen();
+  if (rc)
+    zkw_log_error("SIGHUP: cannot reopen the log file: %s", strerror(-rc));
+  else
+    zkw_log_info("SIGHUP: log reopened");
+}
+
+/* ---- start and stop ---- */
+
+static void format_addr(const struct sockaddr_storage *ss, char *out, size_t len) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (ss->ss_family == AF_INET6) {
+    uv_ip6_name((const struct sockaddr_in6 *)ss, ip, sizeof ip);
+    snprintf(out, len, "[%s]:%d", ip, ntohs(((const struct sockaddr_in6 *)ss)->sin6_port));
+  } else {
+    uv_ip4_name((const struct sockaddr_in *)ss, ip, sizeof ip);
+    snprintf(out, len, "%s:%d", ip, ntohs(((const struct sockaddr_in *)ss)->sin_port));
+  }
+}
+
+int zkw_admin_start(struct zkw_server *srv) {
+  memset(&a, 0, sizeof a);
+  a.srv = srv;
+  llhttp_settings_init(&a.settings);
+  a.settings.on_message_begin = on_message_begin;
+  a.settings.on_url = on_url;
+  a.settings.on_header_field = on_head_data;
+  a.settings.on_header_value = on_head_data;
+  a.settings.on_header_value_complete = on_header_value_complete;
+  a.settings.on_headers_complete = on_headers_complete;
+  a.settings.on_body = on_body;
+  a.settings.on_message_complete = on_message_complete;
+  format_addr(&srv->cfg->admin_listen, a.where, sizeof a.where);
+
+  int rc = uv_tcp_init(srv->loop, &a.listener);
+  if (rc) return rc;
+  rc = uv_tcp_bind(&a.listener, (const struct sockaddr *)&srv->cfg->admin_listen, 0);
+  if (!rc) rc = uv_listen((uv_stream_t *)&a.listener, 128, on_connection);
+  if (rc) {
+    zkw_log_error("cannot listen on %s (ZKWARDEN_ADMIN_LISTEN): %s", a.where, uv_strerror(rc));
+    uv_close((uv_handle_t *)&a.listener, NULL);
+    return rc;
+  }
+  rc = uv_signal_init(srv->loop, &a.sig_hup);
+  if (rc) {
+    zkw_log_error("cannot start the admin endpoint: %s", uv_strerror(rc));
+    uv_close((uv_handle_t *)&a.listener, NULL);
+    return rc;
+  }
+  rc = uv_signal_start(&a.sig_hup, on_sighup, SIGHUP);
+  if (!rc) rc = zkw_health_start(srv);
+  if (rc) {
+    zkw_log_error("cannot start the admin endpoint: %s", uv_strerror(rc));
+    uv_close((uv_handle_t *)&a.listener, NULL);
+    uv_close((uv_handle_t *)&a.sig_hup, NULL);
+    return rc;
+  }
+  a.started = true;
+  zkw_log_info("admin endpoint on http://%s (/healthz /readyz /metrics /v1/sessions /v1/reclaims)", a.where);
+  return 0;
+}
+
+void zkw_admin_stop(void) {
+  if (!a.started || a.stopping) return;
+  a.stopping = true;
+  uv_close((uv_handle_t *)&a.listener, NULL);
+  uv_close((uv_handle_t *)&a.sig_hup, NULL);
+  zkw_health_stop();
+  for (struct admin_conn *c = a.conns; c; c = c->next)
+    conn_close_now(c);
+  zkw_buf_release(&a.scratch);
+}

@@ -1,0 +1,335 @@
+/* zkw_health.c: the upstream readiness probe and zkw_server_ready.
+ *
+ * One probe at a time, on the event loop: for each server of
+ * ZKWARDEN_UPSTREAM in order, resolve (names only), connect (bounded by
+ * ZKWARDEN_CONNECT_TIMEOUT_MS), send "srvr", read the answer until the
+ * server closes (bounded in size and time), and judge it. The first server
+ * that is reachable ends the probe. Name resolution is bounded by the
+ * resolver's own timeouts (a getaddrinfo cannot be abandoned safely); until
+ * a probe completes, the previous result stands. A probe runs every ZKW_HEALTH_INTERVAL_MS
+ * unless the relay has read from an upstream server within that interval. */
+#include "zkw_health.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_log.h"
+#include "zkw_metrics.h"
+#include "zkw_server.h"
+
+uint64_t zkw_health_upstream_seen_ns;
+
+enum probe_state { IDLE, RESOLVING, CONNECTING, TALKING, CLOSING };
+
+static struct {
+  struct zkw_server *srv;
+  bool started, stopping;
+  uv_timer_t timer; /* next probe, or the current attempt's deadline */
+  uv_tcp_t tcp;
+  uv_connect_t creq;
+  uv_getaddrinfo_t gai;
+  uv_write_t wreq;
+  enum probe_state state;
+  bool tcp_open;
+  bool success; /* the current attempt found a reachable server */
+  int handles; /* open handles and requests of the probe */
+  uint32_t idx; /* server being tried */
+  char name[300];
+  char answer[1024];
+  size_t answer_len;
+  /* Result of the last complete probe. */
+  bool probed; /* a probe has completed */
+  bool ok;
+  char why[600];
+  char failures[512]; /* reasons gathered during the current probe */
+} h;
+
+static void attempt(void);
+static void schedule(uint64_t ms);
+static void deadline_cb(uv_timer_t *t);
+
+static uint64_t interval_ns(void) {
+  return (uint64_t)ZKW_HEALTH_INTERVAL_MS * 1000000u;
+}
+
+static bool passive_fresh(uint64_t now) {
+  return zkw_health_upstream_seen_ns && now - zkw_health_upstream_seen_ns < interval_ns();
+}
+
+static void set_result(bool ok, const char *why) {
+  bool was = h.ok, had = h.probed;
+  h.probed = true;
+  h.ok = ok;
+  snprintf(h.why, sizeof h.why, "%s", ok ? "" : why);
+  ZKW_METRIC_SET(upstream_reachable, ok ? 1 : 0);
+  if (had && was != ok) {
+    if (ok)
+      zkw_log_info("upstream reachable again");
+    else
+      zkw_log_warn("not ready: %s", why);
+  }
+}
+
+/* Ends the probe with its overall result and waits for the next tick. */
+static void probe_done(bool ok) {
+  char why[sizeof h.why];
+  snprintf(why, sizeof why, "no upstream server reachable: %s", h.failures);
+  set_result(ok, why);
+  h.state = IDLE;
+  schedule(ZKW_HEALTH_INTERVAL_MS);
+}
+
+static void note_failure(const char *what) {
+  size_t n = strlen(h.failures);
+  snprintf(h.failures + n, sizeof h.failures - n, "%s%s %s", n ? "; " : "", h.name, what);
+}
+
+static void closed_cb(uv_handle_t *hd) {
+  (void)hd;
+  h.handles--;
+  if (h.stopping) return;
+  /* The attempt is over: the end of the probe, or the next server. */
+  h.state = IDLE;
+  if (h.success) {
+    probe_done(true);
+    return;
+  }
+  h.idx++;
+  attempt();
+}
+
+/* Ends the current attempt: closes its socket, then goes on in closed_cb. */
+static void attempt_over(const char *failure) {
+  uv_timer_stop(&h.timer);
+  if (failure) note_failure(failure);
+  h.state = CLOSING;
+  if (h.tcp_open) {
+    h.tcp_open = false;
+    uv_close((uv_handle_t *)&h.tcp, closed_cb);
+  } else {
+    h.handles++;
+    closed_cb(NULL);
+  }
+}
+
+/* Judges the server's answer to srvr. Returns NULL if it is serving. */
+static const char *judge(void) {
+  h.answer[h.answer_len] = 0;
+  if (strstr(h.answer, "not currently serving requests")) return "is not serving requests (no quorum?)";
+  if (strstr(h.answer, "Mode:")) return NULL;
+  if (strstr(h.answer, "not in the whitelist") || strstr(h.answer, "not executed")) return NULL;
+  if (h.answer_len == 0) return "closed without answering srvr";
+  return "gave an unexpected answer to srvr";
+}
+
+static void finish_talk(void) {
+  const char *bad = judge();
+  if (!bad) {
+    /* Reachable: close the socket, then end the probe successfully. */
+    uv_timer_stop(&h.timer);
+    h.state = CLOSING;
+    h.success = true;
+    h.tcp_open = false;
+    uv_close((uv_handle_t *)&h.tcp, closed_cb);
+    return;
+  }
+  attempt_over(bad);
+}
+
+static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
+  (void)hd, (void)suggested;
+  size_t room = sizeof h.answer - 1 - h.answer_len;
+  *buf = uv_buf_init(h.answer + h.answer_len, (unsigned)room);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  (void)st, (void)buf;
+  if (h.state != TALKING) return;
+  if (nread > 0) {
+    h.answer_len += (size_t)nread;
+    if (h.answer_len >= sizeof h.answer - 1) finish_talk(); /* enough to judge */
+    return;
+  }
+  if (nread == UV_EOF || nread == UV_ECONNRESET) {
+    finish_talk();
+  } else if (nread < 0) {
+    char what[128];
+    snprintf(what, sizeof what, "read failed (%s)", uv_strerror((int)nread));
+    attempt_over(what);
+  }
+}
+
+static void write_cb(uv_write_t *req, int status) {
+  (void)req;
+  h.handles--;
+  if (h.stopping || h.state != TALKING) return;
+  if (status < 0) {
+    char what[128];
+    snprintf(what, sizeof what, "write failed (%s)", uv_strerror(status));
+    attempt_over(what);
+  }
+}
+
+static void connect_cb(uv_connect_t *req, int status) {
+  (void)req;
+  h.handles--;
+  if (h.stopping || h.state != CONNECTING) return;
+  if (status < 0) {
+    char what[128];
+    snprintf(what, sizeof what, "%s", uv_strerror(status));
+    attempt_over(what);
+    return;
+  }
+  h.state = TALKING;
+  h.answer_len = 0;
+  static char word[] = "srvr";
+  uv_buf_t b = uv_buf_init(word, 4);
+  int rc = uv_write(&h.wreq, (uv_stream_t *)&h.tcp, &b, 1, write_cb);
+  if (rc == 0) {
+    h.handles++;
+    rc = uv_read_start((uv_stream_t *)&h.tcp, alloc_cb, read_cb);
+  }
+  if (rc) {
+    char what[128];
+    snprintf(what, sizeof what, "%s", uv_strerror(rc));
+    attempt_over(what);
+  }
+}
+
+static void connect_addr(const struct sockaddr *addr) {
+  int rc = uv_tcp_init(h.srv->loop, &h.tcp);
+  if (rc) {
+    attempt_over(uv_strerror(rc));
+    return;
+  }
+  h.handles++;
+  h.tcp_open = true;
+  h.state = CONNECTING;
+  /* Bounds the connect and then the answer; name resolution has its own. */
+  uv_timer_start(&h.timer, deadline_cb, h.srv->cfg->connect_timeout_ms, 0);
+  rc = uv_tcp_connect(&h.creq, &h.tcp, addr, connect_cb);
+  if (rc) {
+    attempt_over(uv_strerror(rc));
+    return;
+  }
+  h.handles++;
+}
+
+static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+  (void)req;
+  h.handles--;
+  if (h.stopping || h.state != RESOLVING) {
+    if (res) uv_freeaddrinfo(res);
+    return;
+  }
+  if (status < 0 || !res) {
+    char what[128];
+    snprintf(what, sizeof what, "cannot be resolved (%s)", uv_strerror(status));
+    if (res) uv_freeaddrinfo(res);
+    attempt_over(what);
+    return;
+  }
+  connect_addr(res->ai_addr);
+  uv_freeaddrinfo(res);
+}
+
+static void deadline_cb(uv_timer_t *t) {
+  (void)t;
+  if (h.state == IDLE) {
+    if (passive_fresh(uv_hrtime())) {
+      set_result(true, "");
+      schedule(ZKW_HEALTH_INTERVAL_MS);
+      return;
+    }
+    h.idx = 0;
+    h.success = false;
+    h.failures[0] = 0;
+    attempt();
+    return;
+  }
+  attempt_over(h.state == CONNECTING ? "connect timed out" : "did not answer srvr in time");
+}
+
+static void schedule(uint64_t ms) {
+  if (!h.stopping) uv_timer_start(&h.timer, deadline_cb, ms, 0);
+}
+
+/* Tries server h.idx, or ends the probe when every server failed (or when
+ * finish_talk marked success). */
+static void attempt(void) {
+  const struct zkw_config *cfg = h.srv->cfg;
+  if (h.idx >= (uint32_t)cfg->upstream_count) {
+    probe_done(false);
+    return;
+  }
+  const struct zkw_hostport *hp = &cfg->upstream[h.idx];
+  snprintf(h.name, sizeof h.name, "%s:%s", hp->host, hp->port);
+  union {
+    struct sockaddr sa;
+    struct sockaddr_in in4;
+    struct sockaddr_in6 in6;
+  } addr;
+  memset(&addr, 0, sizeof addr);
+  int port = atoi(hp->port);
+  if (uv_ip4_addr(hp->host, port, &addr.in4) == 0 || uv_ip6_addr(hp->host, port, &addr.in6) == 0) {
+    connect_addr(&addr.sa);
+    return;
+  }
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  h.state = RESOLVING;
+  int rc = uv_getaddrinfo(h.srv->loop, &h.gai, resolve_cb, hp->host, hp->port, &hints);
+  if (rc) {
+    char what[128];
+    snprintf(what, sizeof what, "cannot be resolved (%s)", uv_strerror(rc));
+    attempt_over(what);
+    return;
+  }
+  h.handles++;
+}
+
+int zkw_health_start(struct zkw_server *srv) {
+  memset(&h, 0, sizeof h);
+  h.srv = srv;
+  snprintf(h.why, sizeof h.why, "the first upstream check has not completed yet");
+  int rc = uv_timer_init(srv->loop, &h.timer);
+  if (rc) return rc;
+  h.handles = 1;
+  h.started = true;
+  schedule(0);
+  return 0;
+}
+
+static void timer_closed_cb(uv_handle_t *hd) {
+  (void)hd;
+  h.handles--;
+}
+
+void zkw_health_stop(void) {
+  if (!h.started || h.stopping) return;
+  h.stopping = true;
+  uv_close((uv_handle_t *)&h.timer, timer_closed_cb);
+  if (h.state == RESOLVING) uv_cancel((uv_req_t *)&h.gai);
+  if (h.tcp_open) {
+    h.tcp_open = false;
+    uv_close((uv_handle_t *)&h.tcp, closed_cb);
+  }
+}
+
+bool zkw_server_ready(struct zkw_server *srv, char *why, size_t len) {
+  if (srv->stopping) {
+    snprintf(why, len, "zkwarden is shutting down");
+    return false;
+  }
+  bool upstream_ok = passive_fresh(uv_hrtime()) || (h.probed && h.ok);
+  if (!upstream_ok) {
+    snprintf(why, len, "%s", h.why);
+    return false;
+  }
+  /* Issue 3 adds the registry condition here (see zkw_health.h). */
+  snprintf(why, len, "ready");
+  return true;
+}

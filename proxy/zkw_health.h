@@ -1,0 +1,52 @@
+/* zkw_health.h: readiness of zkwarden (GET /readyz).
+ *
+ * zkwarden is ready when an upstream ZooKeeper server answers, and (issue 3)
+ * when its registry is usable. The upstream part is known two ways:
+ * - passively: any reply or ConnectResponse read from an upstream server in
+ *   the last probe interval (zkw_health_upstream_seen, called by the relay);
+ * - actively: when nothing was read from upstream for a probe interval, a
+ *   probe connects to the servers of ZKWARDEN_UPSTREAM in turn and sends the
+ *   four-letter word `srvr` (on ZooKeeper's default whitelist). A server that
+ *   answers with its mode counts as reachable; one that answers "not currently
+ *   serving requests" (no quorum) does not; one that refuses `srvr` because
+ *   of its whitelist is reachable but its quorum state is unknown.
+ * The result is cached: /readyz never waits on the network. */
+#ifndef ZKW_HEALTH_H
+#define ZKW_HEALTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct zkw_server;
+
+/* How often readiness is re-checked, and the freshness window of passive
+ * evidence. */
+#define ZKW_HEALTH_INTERVAL_MS 5000
+
+/* Monotonic ns of the last byte read from an upstream server (0: never). */
+extern uint64_t zkw_health_upstream_seen_ns;
+
+/* Called by the relay with the read batch's timestamp (uv_hrtime). */
+static inline void zkw_health_upstream_seen(uint64_t now_ns) {
+  zkw_health_upstream_seen_ns = now_ns;
+}
+
+/* Starts the periodic check (the first probe runs at once). Returns 0 or a
+ * negative libuv error. */
+int zkw_health_start(struct zkw_server *srv) __attribute__((warn_unused_result));
+/* Stops probing and closes the probe's handles. Idempotent. */
+void zkw_health_stop(void);
+
+/* True when zkwarden is ready to serve a JobManager. Otherwise false, with a
+ * one-line reason in why (e.g. "no upstream server reachable: 10.0.0.1:2181
+ * connection refused"). Today: not shutting down, and an upstream server is
+ * reachable.
+ *
+ * Issue 3 (identity/registry) adds the registry condition here: false with
+ * "registry: <reason>" while zkwarden's own registry session is not
+ * connected or the identity's record cannot be read/written. */
+bool zkw_server_ready(struct zkw_server *srv, char *why, size_t len);
+
+#endif

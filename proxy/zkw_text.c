@@ -1,0 +1,66 @@
+/* zkw_text.c: appending formatted text and JSON strings to a zkw_buf. */
+#include "zkw_text.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int zkw_text_printf(struct zkw_buf *b, const char *fmt, ...) {
+  va_list ap;
+  size_t room = b->cap - b->len;
+  int n;
+
+  if (room < 256) {
+    if (zkw_buf_reserve(b, 256) != 0) return -ENOMEM;
+    room = b->cap - b->len;
+  }
+  va_start(ap, fmt);
+  n = vsnprintf((char *)b->data + b->len, room, fmt, ap);
+  va_end(ap);
+  if (n < 0) return -EINVAL;
+  if ((size_t)n >= room) {
+    if (zkw_buf_reserve(b, (size_t)n + 1) != 0) return -ENOMEM;
+    va_start(ap, fmt);
+    n = vsnprintf((char *)b->data + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -EINVAL;
+  }
+  b->len += (size_t)n;
+  return 0;
+}
+
+int zkw_text_json_string(struct zkw_buf *b, const char *s, size_t max) {
+  size_t n = strnlen(s, max);
+
+  /* Do not cut a multi-byte UTF-8 sequence: back up over continuation bytes. */
+  if (n == max && s[n] != 0) {
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+      n--;
+  }
+  /* Worst case: every byte becomes \u00XX, plus the quotes. */
+  if (zkw_buf_reserve(b, n * 6 + 2) != 0) return -ENOMEM;
+  char *o = (char *)b->data + b->len;
+  size_t k = 0;
+  o[k++] = '"';
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      o[k++] = '\\';
+      o[k++] = (char)c;
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char hex[] = "0123456789abcdef";
+      o[k++] = '\\';
+      o[k++] = 'u';
+      o[k++] = '0';
+      o[k++] = '0';
+      o[k++] = hex[c >> 4];
+      o[k++] = hex[c & 15];
+    } else {
+      o[k++] = (char)c;
+    }
+  }
+  o[k++] = '"';
+  b->len += k;
+  return 0;
+}

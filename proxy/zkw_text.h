@@ -1,0 +1,21 @@
+/* zkw_text.h: building text responses (Prometheus text, JSON) in a zkw_buf.
+ *
+ * The admin endpoint renders every response body into one reused buffer;
+ * these helpers append to it and report running out of memory. */
+#ifndef ZKW_TEXT_H
+#define ZKW_TEXT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "zkw_buf.h"
+
+/* Appends printf-formatted text. Returns 0 or -ENOMEM. */
+int zkw_text_printf(struct zkw_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
+__attribute__((warn_unused_result));
+/* Appends s as a quoted JSON string, escaping quotes, backslashes and control
+ * bytes; at most max bytes of s are taken, cut at a UTF-8 boundary. Returns 0
+ * or -ENOMEM. */
+int zkw_text_json_string(struct zkw_buf *b, const char *s, size_t max) __attribute__((warn_unused_result));
+
+#endif
