@@ -180,7 +180,12 @@ static inline void zkw_metrics_request(int32_t op) {
   if (i >= 0) zkw_metrics.requests[i]++;
 }
 
+/* A frame from the server: a reply to op, or a watch notification. */
 static inline void zkw_metrics_reply(int32_t op) {
+  if (op == ZKW_OP_NOTIFICATION) {
+    zkw_metrics.watch_events++;
+    return;
+  }
   int i = zkw_op_index(op);
   if (i >= 0) zkw_metrics.replies[i]++;
 }
@@ -188,6 +193,26 @@ static inline void zkw_metrics_reply(int32_t op) {
 static inline void zkw_metrics_latency(int32_t op, uint64_t ns) {
   int i = zkw_op_index(op);
   if (i >= 0) zkw_histogram_observe(&zkw_metrics.request_duration[i], ns);
+}
+
+/* A ConnectResponse relayed: granted (timeout > 0) or refused. */
+static inline void zkw_metrics_session(int granted) {
+  if (granted)
+    zkw_metrics.sessions_established++;
+  else
+    zkw_metrics.sessions_rejected++;
+}
+
+static inline void zkw_metrics_bytes(int from_client, uint64_t n) {
+  zkw_metrics.bytes[from_client ? ZKW_DIR_CLIENT_TO_UPSTREAM : ZKW_DIR_UPSTREAM_TO_CLIENT] += n;
+}
+
+static inline void zkw_metrics_decode_error(int from_client) {
+  zkw_metrics.decode_errors[from_client ? ZKW_DIR_CLIENT_TO_UPSTREAM : ZKW_DIR_UPSTREAM_TO_CLIENT]++;
+}
+
+static inline void zkw_metrics_closed(int close_class) {
+  zkw_metrics.connections_closed[close_class >= 0 && close_class < ZKW_CLOSE_COUNT ? close_class : 0]++;
 }
 
 /* Sets the constant gauges (build_info, start_time). Called once at start. */

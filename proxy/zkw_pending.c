@@ -11,6 +11,7 @@ void zkw_pending_init(struct zkw_pending *p) {
   p->ring = p->inline_ring;
   p->cap = ZKW_PENDING_INLINE;
   p->head = p->count = 0;
+  p->now = p->last_t0 = 0;
 }
 
 void zkw_pending_free(struct zkw_pending *p) {
@@ -34,7 +35,7 @@ int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) {
     p->cap *= 2;
     p->head = 0;
   }
-  p->ring[(p->head + p->count) & (p->cap - 1)] = (struct zkw_pending_entry){xid, op};
+  p->ring[(p->head + p->count) & (p->cap - 1)] = (struct zkw_pending_entry){xid, op, p->now};
   p->count++;
   return 0;
 }
@@ -46,6 +47,7 @@ int zkw_pending_match(struct zkw_pending *p, int32_t xid, int32_t *op, int32_t *
     if (e.xid != xid) continue;
     if (i > 0 && e.op != ZKW_OP_AUTH && e.op != ZKW_OP_SASL) return -1;
     *op = e.op;
+    p->last_t0 = e.t0;
     /* Close the gap: shift the i entries before it one step towards the tail. */
     for (uint32_t j = i; j > 0; j--)
       p->ring[(p->head + j) & (p->cap - 1)] = p->ring[(p->head + j - 1) & (p->cap - 1)];

@@ -16,6 +16,7 @@
 struct zkw_pending_entry {
   int32_t xid;
   int32_t op;
+  uint64_t t0; /* when the request was read (ns, uv_hrtime), for latency metrics */
 };
 
 #define ZKW_PENDING_INLINE 8
@@ -25,6 +26,8 @@ struct zkw_pending {
   uint32_t cap; /* power of two */
   uint32_t head;
   uint32_t count;
+  uint64_t now;     /* t0 given to entries pushed: the session stamps it once per read batch */
+  uint64_t last_t0; /* t0 of the entry the last successful zkw_pending_match removed */
   struct zkw_pending_entry inline_ring[ZKW_PENDING_INLINE];
 };
 

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "zkw_codec.h"
+#include "zkw_health.h"
+#include "zkw_metrics.h"
 #include "zkw_server.h"
 
 #define ZKW_HIGH_WATER (1024 * 1024)
@@ -95,6 +97,7 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
     zkw_log_at(level, &ctx, "closed: %s", reason);
   }
   s->phase = ZKW_PHASE_CLOSING;
+  zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
   uv_timer_stop(&s->timer);
   bool flushing = false;
@@ -126,8 +129,10 @@ static void write_cb(uv_write_t *req, int status) {
   if (status < 0) {
     if (s->phase == ZKW_PHASE_CLOSING)
       closing_side_done(side);
-    else
+    else {
+      s->close_class = ZKW_CLOSE_IO_ERROR;
       zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(status));
+    }
     return;
   }
   if (side->out.len) side_flush(side);
@@ -152,6 +157,7 @@ static void side_flush(struct zkw_side *side) {
   int rc = uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
   if (rc) {
     zkw_buf_release(&side->flight);
+    side->s->close_class = ZKW_CLOSE_IO_ERROR;
     zkw_session_close(side->s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(rc));
     return;
   }
@@ -201,6 +207,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     side->in.len += (size_t)nread;
     process(side);
   } else if (nread < 0) {
+    s->close_class = side == &s->client ? ZKW_CLOSE_CLIENT_CLOSED : ZKW_CLOSE_UPSTREAM_CLOSED;
     if (nread == UV_EOF)
       zkw_session_close(s, ZKW_LOG_INFO, "%s closed the connection%s", side->name,
                         side->in.len                ? " in the middle of a frame"
@@ -250,6 +257,7 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *body, size_t le
              len >= 8 ? zkw_op_name((int32_t)zkw_load_be32(body + 4)) : "-");
     return rc;
   }
+  zkw_metrics_request(req.type);
   if (req.xid == ZKW_XID_PING || req.type == ZKW_OP_PING) {
     if (req.xid != ZKW_XID_PING || req.type != ZKW_OP_PING) goto reserved;
     s->pings++;
@@ -283,6 +291,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *body, size_t 
     s->passwd_len = resp.passwd.len > 0 ? (uint8_t)(resp.passwd.len < 16 ? resp.passwd.len : 16) : 0;
     if (s->passwd_len) memcpy(s->passwd, resp.passwd.p, s->passwd_len);
     s->phase = ZKW_PHASE_ACTIVE;
+    zkw_metrics_session(resp.timeout > 0);
     if (resp.timeout <= 0)
       zkw_slog(s, ZKW_LOG_INFO, "session rejected by %s: expired or invalid", s->up_name);
     else
@@ -310,6 +319,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *body, size_t 
         goto unmatched;
       return ZKW_E_VALUE;
     }
+    zkw_metrics_latency(op, s->pending.now - s->pending.last_t0);
   }
   struct zkw_reply rep;
   int rc = zkw_decode_reply(body, len, op, &rep);
@@ -318,6 +328,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *body, size_t 
              zkw_op_name(op));
     return rc;
   }
+  zkw_metrics_reply(op);
   return 0;
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
@@ -343,6 +354,8 @@ static void client_hello(struct zkw_session *s) {
     struct zkw_connect_req req;
     if (rc == ZKW_OK) rc = zkw_decode_connect_req(side->in.data + 4, flen - 4, &req);
     if (rc != ZKW_OK) {
+      zkw_metrics_decode_error(1);
+      s->close_class = ZKW_CLOSE_PROTOCOL_ERROR;
       zkw_session_close(s, ZKW_LOG_WARN, "protocol error from client: bad handshake: %s (frame length %d)",
                         zkw_strerror(rc), (int32_t)zkw_load_be32(side->in.data));
       return;
@@ -356,6 +369,7 @@ static void client_hello(struct zkw_session *s) {
 
 static void handshake_timeout_cb(uv_timer_t *t) {
   struct zkw_session *s = t->data;
+  s->close_class = ZKW_CLOSE_HANDSHAKE_TIMEOUT;
   zkw_session_close(s, ZKW_LOG_WARN, "client sent no handshake within %u ms (%zu bytes received)",
                     s->srv->cfg->handshake_timeout_ms, s->client.in.len);
 }
@@ -380,6 +394,9 @@ static void process(struct zkw_side *side) {
   size_t off = 0;
 
   if (s->phase == ZKW_PHASE_CLOSING) return;
+  /* One timestamp per read batch: request latency and upstream liveness. */
+  s->pending.now = uv_hrtime();
+  if (!from_client) zkw_health_upstream_seen(s->pending.now);
   /* The client's bytes wait until the upstream connection is up. */
   if (from_client && !peer->connected) {
     if (!s->upstream_started)
@@ -401,6 +418,8 @@ static void process(struct zkw_side *side) {
         rc = from_client ? on_client_frame(s, side->in.data + off + 4, flen - 4)
                          : on_upstream_frame(s, side->in.data + off + 4, flen - 4);
       if (rc != ZKW_OK) {
+        zkw_metrics_decode_error(from_client);
+        s->close_class = ZKW_CLOSE_PROTOCOL_ERROR;
         int32_t n = side->in.len - off >= 4 ? (int32_t)zkw_load_be32(side->in.data + off) : 0;
         zkw_session_close(s, ZKW_LOG_WARN, "protocol error from %s: %s (frame length %d)", side->name,
                           zkw_strerror(rc), n);
@@ -412,9 +431,11 @@ static void process(struct zkw_side *side) {
   if (off) {
     int rc = side_send(peer, side->in.data, off);
     if (rc) {
+      s->close_class = ZKW_CLOSE_IO_ERROR;
       zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", peer->name, uv_strerror(rc));
       return;
     }
+    zkw_metrics_bytes(from_client, off);
     zkw_buf_consume(&side->in, off);
   }
   if (unsent(peer) > ZKW_HIGH_WATER) {
@@ -478,6 +499,7 @@ void zkw_session_accept(struct zkw_server *srv) {
     return;
   }
   s->client.connected = true;
+  ZKW_METRIC_INC(connections_accepted);
   uv_tcp_nodelay(&s->client.tcp, 1);
   format_peer(&s->client.tcp, s->peer, sizeof s->peer);
   zkw_slog(s, ZKW_LOG_DEBUG, "accepted");

@@ -70,6 +70,7 @@ struct zkw_session {
   uint8_t passwd_len;
   bool read_only;
   bool close_sent; /* client sent closeSession */
+  uint8_t close_class; /* enum zkw_close_class (zkw_metrics.h): set before zkw_session_close */
 
   struct zkw_pending pending;
   uint32_t pings; /* pings awaiting their -2 reply */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zkw_metrics.h"
 #include "zkw_server.h"
 #include "zkw_session.h"
 
@@ -27,6 +28,7 @@ static void retry_close_cb(uv_handle_t *h) {
 /* Abandons the current attempt and moves on once the handle is closed. */
 static void attempt_failed(struct zkw_session *s, const char *what, int status) {
   zkw_slog(s, ZKW_LOG_WARN, "upstream %s: %s (%s)", s->up_name, what, uv_strerror(status));
+  ZKW_METRIC_INC(upstream_connect_failures);
   uv_timer_stop(&s->timer);
   s->upstream.open = false;
   uv_close((uv_handle_t *)&s->upstream.tcp, retry_close_cb);
@@ -46,6 +48,7 @@ static void connect_cb(uv_connect_t *req, int status) {
   }
   uv_timer_stop(&s->timer);
   s->upstream.connected = true;
+  if (s->up_tried > 1) ZKW_METRIC_INC(upstream_failovers);
   zkw_slog(s, ZKW_LOG_DEBUG, "connected to upstream %s", s->up_name);
   zkw_session_upstream_ready(s);
 }
@@ -87,6 +90,7 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   }
   if (status < 0 || !res) {
     zkw_slog(s, ZKW_LOG_WARN, "upstream %s: cannot resolve (%s)", s->up_name, uv_strerror(status));
+    ZKW_METRIC_INC(upstream_connect_failures);
     if (res) uv_freeaddrinfo(res);
     connect_next(s);
     return;
@@ -99,6 +103,7 @@ static void connect_next(struct zkw_session *s) {
   const struct zkw_config *cfg = s->srv->cfg;
   uint32_t n = (uint32_t)cfg->upstream_count;
   if (s->up_tried == n) {
+    s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
     zkw_session_close(s, ZKW_LOG_ERROR, "no upstream server reachable (tried %u)", n);
     return;
   }
@@ -125,6 +130,7 @@ static void connect_next(struct zkw_session *s) {
   int rc = uv_getaddrinfo(s->srv->loop, &s->resolve_req, resolve_cb, hp->host, hp->port, &hints);
   if (rc) {
     zkw_slog(s, ZKW_LOG_WARN, "upstream %s: cannot resolve (%s)", s->up_name, uv_strerror(rc));
+    ZKW_METRIC_INC(upstream_connect_failures);
     connect_next(s);
     return;
   }
