@@ -71,6 +71,8 @@ int main(int argc, char **argv) {
   int started = zkw_admin_start(&srv);
   if (started != 0) zkw_server_stop(&srv); /* logged; the loop below only closes handles */
   uv_run(loop, UV_RUN_DEFAULT);
+  /* Closing the registry session removes this instance's owner node at once. */
+  zkw_identity_finish(&srv.identity);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();
   if (rc) {

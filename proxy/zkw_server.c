@@ -66,7 +66,10 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   for (int i = 0; i < cfg->upstream_count && n < sizeof ups; i++)
     n += (size_t)snprintf(ups + n, sizeof ups - n, "%s%s:%s", i ? "," : "", cfg->upstream[i].host,
                           cfg->upstream[i].port);
+  snprintf(srv->listen_name, sizeof srv->listen_name, "%s", where);
   zkw_log_info("zkwarden %s listening on %s, upstream %s", ZKW_VERSION, where, ups);
+  /* Without a usable registry the proxy still relays: the error is logged. */
+  if (zkw_identity_start(&srv->identity, srv) != 0) zkw_log_warn("relaying without identity features");
   return 0;
 }
 
@@ -75,6 +78,7 @@ void zkw_server_stop(struct zkw_server *srv) {
     srv->stopping = true;
     uv_close((uv_handle_t *)&srv->listener, NULL);
     zkw_admin_stop();
+    zkw_identity_stop(&srv->identity);
     struct zkw_session *s = srv->sessions;
     while (s) {
       struct zkw_session *next = s->next;

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "zkw_config.h"
+#include "zkw_identity.h"
 
 struct zkw_session;
 
@@ -24,6 +25,8 @@ struct zkw_server {
   uint64_t next_conn;     /* connection numbers for logs, from 1 */
   uint32_t next_upstream; /* round-robin start for the next connection */
   bool stopping;
+  char listen_name[80];         /* ZKWARDEN_LISTEN as ip:port, for the config rewrite */
+  struct zkw_identity identity; /* this sidecar's JobManager identity */
 };
 
 /* Binds the listener and installs signal handlers. Returns 0 or a negative

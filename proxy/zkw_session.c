@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include "zkw_codec.h"
+#include "zkw_identity.h"
+#include "zkw_reclaim.h"
+#include "zkw_rewrite.h"
 #include "zkw_health.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
@@ -51,6 +54,9 @@ void zkw_session_maybe_free(struct zkw_session *s) {
     zkw_buf_release(&sides[i]->out);
     zkw_buf_release(&sides[i]->flight);
   }
+  zkw_buf_release(&s->barrier_frame);
+  zkw_buf_release(&s->held_reply);
+  zkw_buf_release(&s->scratch);
   zkw_pending_free(&s->pending);
   memset(s->passwd, 0, sizeof s->passwd);
   free(s);
@@ -96,6 +102,7 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
     struct zkw_log_ctx ctx = zkw_session_log_ctx(s);
     zkw_log_at(level, &ctx, "closed: %s", reason);
   }
+  zkw_identity_on_session_closed(s); /* orphan detection; leaves the identity's lists */
   s->phase = ZKW_PHASE_CLOSING;
   zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
@@ -238,16 +245,28 @@ static void stop_reading(struct zkw_side *side) {
 
 /* ---- frames ---- */
 
-/* Handles one client frame; returns 0 or a negative codec status. */
-static int on_client_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
+/* What happens to a frame once handled. Errors are negative codec statuses. */
+enum frame_action {
+  FRAME_FORWARD = 0, /* as it is */
+  FRAME_REPLACED,    /* s->scratch holds the frame to send instead */
+  FRAME_DROP,        /* consumed, not forwarded */
+  FRAME_HOLD,        /* not consumed: processing of this side stops here */
+};
+
+/* Copies a frame into a session buffer (barrier frame, withheld reply). */
+static int keep_frame(struct zkw_buf *b, const uint8_t *frame, size_t len) {
+  b->len = 0;
+  return zkw_buf_append(b, frame, len) ? ZKW_E_NOSPACE : 0;
+}
+
+/* Handles one client frame (the body starts at frame + 4). */
+static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
+  const uint8_t *body = frame + 4;
+  size_t len = flen - 4;
   if (s->phase == ZKW_PHASE_HANDSHAKE) {
-    struct zkw_connect_req req;
-    int rc = zkw_decode_connect_req(body, len, &req);
-    if (rc) return rc;
+    if (s->hold_connect) return FRAME_HOLD;
     s->phase = ZKW_PHASE_CONNECTING;
-    zkw_slog(s, ZKW_LOG_DEBUG, "connect request: session 0x%llx, timeout %d ms, read-only %d",
-             (unsigned long long)req.session_id, req.timeout, req.read_only);
-    return 0;
+    return FRAME_FORWARD; /* decoded and checked by client_hello */
   }
   struct zkw_request req;
   int rc = zkw_decode_request(body, len, &req);
@@ -257,48 +276,109 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *body, size_t le
              len >= 8 ? zkw_op_name((int32_t)zkw_load_be32(body + 4)) : "-");
     return rc;
   }
-  zkw_metrics_request(req.type);
   if (req.xid == ZKW_XID_PING || req.type == ZKW_OP_PING) {
     if (req.xid != ZKW_XID_PING || req.type != ZKW_OP_PING) goto reserved;
+    zkw_metrics_request(req.type);
     s->pings++;
-    return 0;
+    return FRAME_FORWARD;
   }
   if (req.xid == ZKW_XID_NOTIFICATION) goto reserved;
   if (req.xid == ZKW_XID_AUTH) {
     if (req.type != ZKW_OP_AUTH) goto reserved;
+    zkw_metrics_request(req.type);
     s->auths++;
-    return 0;
+    return FRAME_FORWARD;
   }
+  int action = FRAME_FORWARD;
+  bool lock_request = false;
+  if (s->incarnation &&
+      (req.type == ZKW_OP_CREATE || req.type == ZKW_OP_CREATE2 || req.type == ZKW_OP_MULTI)) {
+    const struct zkw_config *cfg = s->srv->cfg;
+    struct zkw_tagger t = {&cfg->lock_roots, cfg->identity, s->incarnation, s->session_id};
+    int locks = 0;
+    rc = zkw_rewrite_request(&req, &t, &s->scratch, &locks);
+    if (rc < 0) return rc;
+    if (rc == 1) action = FRAME_REPLACED;
+    lock_request = locks > 0 && req.type != ZKW_OP_MULTI;
+  } else if (s->incarnation && req.type == ZKW_OP_DELETE) {
+    lock_request = zkw_under_lock_roots(&s->srv->cfg->lock_roots, req.op.path);
+  }
+  if (lock_request) {
+    /* While a sweep decides which locks are stale, lock requests wait. */
+    if (zkw_sweep_holding(&s->srv->identity)) {
+      zkw_buf_release(&s->scratch);
+      return FRAME_HOLD;
+    }
+    s->barrier = true;
+    s->barrier_replayed = false;
+    s->barrier_is_create = req.type != ZKW_OP_DELETE;
+    s->barrier_xid = req.xid;
+    s->barrier_op = req.type;
+    rc = action == FRAME_REPLACED ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
+                                  : keep_frame(&s->barrier_frame, frame, flen);
+    if (rc) return rc;
+  }
+  zkw_metrics_request(req.type);
+  if (req.type == ZKW_OP_GET_DATA && req.op.path.len == (int32_t)strlen(ZKW_CONFIG_NODE) &&
+      memcmp(req.op.path.p, ZKW_CONFIG_NODE, strlen(ZKW_CONFIG_NODE)) == 0)
+    s->config_xid = req.xid;
   if (req.type == ZKW_OP_CLOSE_SESSION) s->close_sent = true;
-  rc = zkw_pending_push(&s->pending, req.xid, req.type);
-  if (rc) return ZKW_E_NOSPACE;
-  return 0;
+  if (zkw_pending_push(&s->pending, req.xid, req.type)) return ZKW_E_NOSPACE;
+  return action;
 reserved:
   zkw_slog(s, ZKW_LOG_WARN, "bad request from client: xid %d is reserved and cannot carry %s", req.xid,
            zkw_op_name(req.type));
   return ZKW_E_VALUE;
 }
 
-/* Handles one upstream frame; returns 0 or a negative codec status. */
-static int on_upstream_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
-  if (s->phase == ZKW_PHASE_CONNECTING) {
-    struct zkw_connect_resp resp;
-    int rc = zkw_decode_connect_resp(body, len, &resp);
-    if (rc) return rc;
+static int on_connect_response(struct zkw_session *s, const uint8_t *body, size_t len) {
+  struct zkw_connect_resp resp;
+  int rc = zkw_decode_connect_resp(body, len, &resp);
+  if (rc) return rc;
+  if (!s->response_seen) {
+    s->response_seen = true;
     s->session_id = resp.session_id;
     s->timeout = resp.timeout;
     s->read_only = resp.read_only;
     s->passwd_len = resp.passwd.len > 0 ? (uint8_t)(resp.passwd.len < 16 ? resp.passwd.len : 16) : 0;
     if (s->passwd_len) memcpy(s->passwd, resp.passwd.p, s->passwd_len);
-    s->phase = ZKW_PHASE_ACTIVE;
     zkw_metrics_session(resp.timeout > 0);
     if (resp.timeout <= 0)
       zkw_slog(s, ZKW_LOG_INFO, "session rejected by %s: expired or invalid", s->up_name);
     else
       zkw_slog(s, ZKW_LOG_INFO, "session established via %s, timeout %d ms%s", s->up_name, resp.timeout,
                resp.read_only ? ", read-only" : "");
-    return 0;
+    /* A new incarnation is recorded before the JobManager hears of it. */
+    if (zkw_identity_on_connect_response(s, &resp)) return FRAME_HOLD;
   }
+  if (s->hold_response) return FRAME_HOLD;
+  s->phase = ZKW_PHASE_ACTIVE;
+  return FRAME_FORWARD;
+}
+
+/* The reply to the barrier request: reclaim, or lift the barrier. */
+static int on_barrier_reply(struct zkw_session *s, const struct zkw_reply *rep, const uint8_t *frame,
+                            size_t flen) {
+  int32_t want = s->barrier_is_create ? ZKW_ZERR_NODEEXISTS : ZKW_ZERR_NOTEMPTY;
+  if (rep->err == want && !s->barrier_replayed) {
+    struct zkw_request req;
+    if (zkw_decode_request(s->barrier_frame.data + 4, s->barrier_frame.len - 4, &req) == ZKW_OK) {
+      if (keep_frame(&s->held_reply, frame, flen)) return ZKW_E_NOSPACE;
+      if (zkw_reclaim_start(s, s->barrier_is_create, req.op.path)) return FRAME_DROP;
+      zkw_buf_release(&s->held_reply);
+    }
+  }
+  s->barrier = false;
+  zkw_buf_release(&s->barrier_frame);
+  s->resume_pending = true; /* the client frames behind the barrier */
+  return FRAME_FORWARD;
+}
+
+/* Handles one upstream frame (the body starts at frame + 4). */
+static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
+  const uint8_t *body = frame + 4;
+  size_t len = flen - 4;
+  if (s->phase == ZKW_PHASE_CONNECTING) return on_connect_response(s, body, len);
   int32_t xid = (int32_t)zkw_load_be32(body);
   int32_t op = ZKW_OP_NOTIFICATION;
   if (xid == ZKW_XID_PING) {
@@ -329,7 +409,16 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *body, size_t 
     return rc;
   }
   zkw_metrics_reply(op);
-  return 0;
+  if (xid < 0) return FRAME_FORWARD;
+  if (s->barrier && xid == s->barrier_xid && op == s->barrier_op)
+    return on_barrier_reply(s, &rep, frame, flen);
+  if (op == ZKW_OP_GET_DATA && s->config_xid == xid) {
+    s->config_xid = 0;
+    rc = zkw_rewrite_config_reply(&rep, s->srv->listen_name, &s->scratch);
+  } else {
+    rc = zkw_rewrite_untag_reply(&rep, op, &s->scratch);
+  }
+  return rc < 0 ? rc : rc == 1 ? FRAME_REPLACED : FRAME_FORWARD;
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
   return ZKW_E_VALUE;
@@ -360,6 +449,10 @@ static void client_hello(struct zkw_session *s) {
                         zkw_strerror(rc), (int32_t)zkw_load_be32(side->in.data));
       return;
     }
+    zkw_slog(s, ZKW_LOG_DEBUG, "connect request: session 0x%llx, timeout %d ms, read-only %d",
+             (unsigned long long)req.session_id, req.timeout, req.read_only);
+    /* A new incarnation may have to wait for the previous one's fence. */
+    zkw_identity_on_connect_request(s, &req);
   }
   uv_timer_stop(&s->timer);
   s->upstream_started = true;
@@ -386,14 +479,44 @@ static void frame_bounds(const struct zkw_session *s, bool from_client, uint32_t
   }
 }
 
-/* Parses every complete frame in side->in and forwards them to the peer. */
-static void process(struct zkw_side *side) {
+/* Sends in[from, to) of a side to its peer. */
+static int forward_run(struct zkw_side *side, size_t from, size_t to) {
+  if (to <= from) return 0;
+  struct zkw_session *s = side->s;
+  struct zkw_side *peer = peer_of(side);
+  int rc = side_send(peer, side->in.data + from, to - from);
+  if (rc) {
+    s->close_class = ZKW_CLOSE_IO_ERROR;
+    zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", peer->name, uv_strerror(rc));
+    return rc;
+  }
+  zkw_metrics_bytes(side == &s->client, to - from);
+  return 0;
+}
+
+/* Sends s->scratch (a rewritten frame) to the peer of side. */
+static int forward_scratch(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  struct zkw_side *peer = peer_of(side);
+  int rc = side_send(peer, s->scratch.data, s->scratch.len);
+  zkw_metrics_bytes(side == &s->client, s->scratch.len);
+  zkw_buf_release(&s->scratch);
+  if (rc) {
+    s->close_class = ZKW_CLOSE_IO_ERROR;
+    zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", peer->name, uv_strerror(rc));
+  }
+  return rc;
+}
+
+/* Parses every complete frame in side->in and forwards them to the peer:
+ * runs of unchanged frames in one write, rewritten frames in between. */
+static void process_side(struct zkw_side *side) {
   struct zkw_session *s = side->s;
   struct zkw_side *peer = peer_of(side);
   bool from_client = side == &s->client;
-  size_t off = 0;
+  size_t off = 0, run = 0;
 
-  if (s->phase == ZKW_PHASE_CLOSING) return;
+  if (s->phase == ZKW_PHASE_CLOSING || !side->in.len) return;
   /* One timestamp per read batch: request latency and upstream liveness. */
   s->pending.now = uv_hrtime();
   if (!from_client) zkw_health_upstream_seen(s->pending.now);
@@ -409,15 +532,16 @@ static void process(struct zkw_side *side) {
     off = side->in.len;
   } else {
     while (s->phase != ZKW_PHASE_CLOSING) {
+      if (from_client && s->barrier) break; /* frames behind a lock request wait */
       uint32_t min, max;
       size_t flen;
       frame_bounds(s, from_client, &min, &max);
       int rc = zkw_frame_next(side->in.data + off, side->in.len - off, min, max, &flen);
       if (rc == ZKW_AGAIN) break;
       if (rc == ZKW_OK)
-        rc = from_client ? on_client_frame(s, side->in.data + off + 4, flen - 4)
-                         : on_upstream_frame(s, side->in.data + off + 4, flen - 4);
-      if (rc != ZKW_OK) {
+        rc = from_client ? on_client_frame(s, side->in.data + off, flen)
+                         : on_upstream_frame(s, side->in.data + off, flen);
+      if (rc < 0) {
         zkw_metrics_decode_error(from_client);
         s->close_class = ZKW_CLOSE_PROTOCOL_ERROR;
         int32_t n = side->in.len - off >= 4 ? (int32_t)zkw_load_be32(side->in.data + off) : 0;
@@ -425,23 +549,75 @@ static void process(struct zkw_side *side) {
                           zkw_strerror(rc), n);
         return;
       }
+      if (rc == FRAME_HOLD) break;
+      if (rc == FRAME_REPLACED || rc == FRAME_DROP) {
+        if (forward_run(side, run, off)) return;
+        if (rc == FRAME_REPLACED && forward_scratch(side)) return;
+        run = off + flen;
+      }
       off += flen;
     }
   }
-  if (off) {
-    int rc = side_send(peer, side->in.data, off);
-    if (rc) {
-      s->close_class = ZKW_CLOSE_IO_ERROR;
-      zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", peer->name, uv_strerror(rc));
-      return;
-    }
-    zkw_metrics_bytes(from_client, off);
-    zkw_buf_consume(&side->in, off);
-  }
-  if (unsent(peer) > ZKW_HIGH_WATER) {
+  if (s->phase == ZKW_PHASE_CLOSING) return;
+  if (forward_run(side, run, off)) return;
+  if (off) zkw_buf_consume(&side->in, off);
+  if (unsent(peer) > ZKW_HIGH_WATER || (from_client && s->barrier && side->in.len > ZKW_HIGH_WATER)) {
     side->paused = true;
     stop_reading(side);
   }
+}
+
+/* Processes a side, and both sides again whenever a hold was lifted
+ * meanwhile (never recursively). */
+static void process(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  if (s->processing) {
+    s->resume_pending = true;
+    return;
+  }
+  s->processing = true;
+  process_side(side);
+  while (s->resume_pending && s->phase != ZKW_PHASE_CLOSING) {
+    s->resume_pending = false;
+    if (s->client.paused && !s->barrier && unsent(&s->upstream) < ZKW_LOW_WATER) {
+      s->client.paused = false;
+      start_reading(&s->client);
+    }
+    process_side(&s->client);
+    if (s->upstream.connected) process_side(&s->upstream);
+  }
+  s->processing = false;
+}
+
+void zkw_session_resume(struct zkw_session *s) {
+  if (s->phase == ZKW_PHASE_CLOSING) return;
+  s->resume_pending = true;
+  if (!s->processing) process(&s->client);
+}
+
+void zkw_session_reclaim_done(struct zkw_session *s, bool replay) {
+  if (replay && s->barrier_frame.len) {
+    /* The replay answers the JobManager's request: same xid, same bytes. */
+    s->barrier_replayed = true;
+    zkw_buf_release(&s->held_reply);
+    if (zkw_pending_push(&s->pending, s->barrier_xid, s->barrier_op) ||
+        side_send(&s->upstream, s->barrier_frame.data, s->barrier_frame.len)) {
+      zkw_session_close(s, ZKW_LOG_WARN, "cannot replay the request after a reclaim");
+      return;
+    }
+    return; /* its reply comes through on_barrier_reply */
+  }
+  /* Not reclaimed: the JobManager gets the reply it would have had anyway. */
+  int rc = side_send(&s->client, s->held_reply.data, s->held_reply.len);
+  zkw_buf_release(&s->held_reply);
+  zkw_buf_release(&s->barrier_frame);
+  s->barrier = false;
+  if (rc) {
+    s->close_class = ZKW_CLOSE_IO_ERROR;
+    zkw_session_close(s, ZKW_LOG_INFO, "write to client failed: %s", uv_strerror(rc));
+    return;
+  }
+  zkw_session_resume(s);
 }
 
 void zkw_session_upstream_ready(struct zkw_session *s) {

@@ -69,15 +69,44 @@ struct zkw_session {
   uint8_t passwd[16];
   uint8_t passwd_len;
   bool read_only;
-  bool close_sent; /* client sent closeSession */
+  bool close_sent;     /* client sent closeSession */
   uint8_t close_class; /* enum zkw_close_class (zkw_metrics.h): set before zkw_session_close */
 
   struct zkw_pending pending;
   uint32_t pings; /* pings awaiting their -2 reply */
   uint32_t auths; /* auth packets (xid -4) awaiting their reply */
 
+  /* Identity (zkw_identity.c). */
+  bool new_incarnation; /* the ConnectRequest had session id 0 */
+  bool hold_connect;    /* the ConnectRequest waits for a fence */
+  bool hold_response;   /* the ConnectResponse waits for the registry write */
+  bool response_seen;   /* the identity hook has seen the ConnectResponse */
+  uint64_t incarnation; /* recorded incarnation; 0: no tags, no reclaim */
+  struct zkw_session *id_next;
+  int id_list; /* enum zkw_id_list */
+
+  /* Lock barrier (zkw_reclaim.c): after a lock create or a delete under the
+   * lock roots is forwarded, later client frames wait for its reply, so that
+   * a reclaim and the replay happen with nothing else in flight. */
+  bool barrier;
+  bool barrier_is_create;
+  bool barrier_replayed;
+  int32_t barrier_xid, barrier_op;
+  struct zkw_buf barrier_frame; /* the forwarded request, for the replay */
+  struct zkw_buf held_reply;    /* its NODEEXISTS/NOTEMPTY, withheld while reclaiming */
+  int32_t config_xid;           /* an outstanding getData of /zookeeper/config, or 0 */
+  struct zkw_buf scratch;       /* a rewritten frame on its way out */
+  bool processing;              /* inside process(): resume afterwards, not now */
+  bool resume_pending;
+
   int handles; /* open handles and requests; freed when it reaches 0 while closing */
 };
+
+/* Re-runs the frame processing of both sides after a hold was lifted. */
+void zkw_session_resume(struct zkw_session *s);
+/* The reclaim for the barrier request ended: replay it (the JobManager gets
+ * the replay's reply) or forward the withheld reply. */
+void zkw_session_reclaim_done(struct zkw_session *s, bool replay);
 
 /* Takes a new client connection from the listener. */
 void zkw_session_accept(struct zkw_server *srv);

@@ -1,0 +1,113 @@
+/* zkw_identity.h: this sidecar's JobManager identity, its registry record,
+ * incarnations, fencing and orphaned sessions (DESIGN §2-§4).
+ *
+ * The registry lives in ZooKeeper under ZKWARDEN_REGISTRY_ROOT:
+ *   <root>/identities/<identity>        the record (zkw_record.h), persistent
+ *   <root>/identities/<identity>/owner  ephemeral of the sidecar instance that
+ *                                       owns the identity; data: its instance id
+ * Only the owner fences, writes the record and reclaims. A new sidecar whose
+ * predecessor died waits for the old owner node to go (its registry session
+ * expires within seconds); one that still exists after twice that session's
+ * timeout belongs to a live sidecar: an identity conflict, reported and
+ * counted, and nothing is fenced or reclaimed while it lasts.
+ *
+ * Each ConnectRequest with session id 0 starts a new incarnation: the
+ * previous incarnation's session is fenced first (bounded by
+ * ZKWARDEN_FENCE_TIMEOUT_MS, then retried in the background), and the new
+ * session is recorded before its ConnectResponse reaches the JobManager. */
+#ifndef ZKW_IDENTITY_H
+#define ZKW_IDENTITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "zkw_codec.h"
+#include "zkw_fence.h"
+#include "zkw_record.h"
+#include "zkw_zk.h"
+
+struct zkw_server;
+struct zkw_session;
+
+#define ZKW_REG_STATES(X)                                                                                    \
+  X(CONNECTING, "connecting")                                                                                \
+  X(CLAIMING, "waiting for the previous sidecar instance")                                                   \
+  X(OWNER, "owner")                                                                                          \
+  X(CONFLICT, "conflict")                                                                                    \
+  X(BROKEN, "unusable")
+
+enum zkw_reg_state {
+#define ZKW_X_REG(name, str) ZKW_REG_##name,
+  ZKW_REG_STATES(ZKW_X_REG)
+#undef ZKW_X_REG
+};
+
+struct zkw_orphan;
+
+/* Which identity list a session is on (zkw_session.id_list). */
+enum zkw_id_list { ZKW_ID_NONE, ZKW_ID_WAITING, ZKW_ID_WRITERS, ZKW_ID_WRITING };
+
+struct zkw_identity {
+  struct zkw_server *srv;
+  struct zkw_zk *zk;
+  enum zkw_reg_state state;
+  char why[256]; /* when not the owner: why, for logs and /readyz */
+  char instance[40];
+  char root_identities[300], node[450], owner_node[470];
+
+  struct zkw_record rec; /* valid when rec_loaded */
+  int rec_version;       /* of the record node; -1: absent */
+  bool rec_loaded;
+  bool writing; /* a record write is in flight */
+
+  uv_timer_t claim_timer; /* conflict bound while claiming; retry when broken */
+  uv_timer_t fence_timer; /* bound on holding ConnectRequests while fencing */
+  uv_timer_t retry_timer; /* background fence retry */
+  uv_timer_t sweep_timer;
+  struct zkw_session *waiting; /* ConnectRequests held for the fence (via id_next) */
+  struct zkw_session *writers; /* ConnectResponses held for the record write (via id_next) */
+
+  bool fencing;
+  struct zkw_fence fence; /* the one fence in flight */
+  uint64_t fence_incarnation;
+  struct { /* the superseded session still to fence */
+    bool pending;
+    int64_t session;
+    uint8_t passwd[16];
+    uint64_t incarnation;
+    uint64_t deadline_ms; /* the server has expired it by then: stop retrying */
+  } prev;
+
+  struct zkw_orphan *orphans;
+  bool sweeping;
+  bool stopping;
+};
+
+/* Starts the registry session and the claim. Returns 0 or an error (logged;
+ * the proxy then relays without identity features). */
+int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) __attribute__((warn_unused_result));
+/* Stops timers and handles (the loop can end); zkw_identity_finish after
+ * the loop closes the registry session, which removes the owner node. */
+void zkw_identity_stop(struct zkw_identity *id);
+void zkw_identity_finish(struct zkw_identity *id);
+
+const char *zkw_identity_state_name(enum zkw_reg_state state);
+/* True when the registry is usable (owner); else why explains. */
+bool zkw_identity_ready(const struct zkw_identity *id, const char **why);
+
+/* Session hooks, all on the loop thread. */
+/* A valid ConnectRequest arrived. Sets s->hold_connect while the previous
+ * incarnation is being fenced; zkw_session_resume follows. */
+void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req);
+/* The server answered the ConnectRequest. Returns true if the response must
+ * be held until the new incarnation is recorded (zkw_session_resume follows). */
+bool zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp);
+/* The session's client connection is closing. */
+void zkw_identity_on_session_closed(struct zkw_session *s);
+
+/* Staleness (used by reclaim and sweep): the current incarnation of this
+ * identity when known, else 0. */
+uint64_t zkw_identity_current(const struct zkw_identity *id);
+
+#endif

@@ -1,0 +1,544 @@
+/* zkw_reclaim.c: stale-lock decisions, reclaim at create/delete, sweeps. */
+#include "zkw_reclaim.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_history.h"
+#include "zkw_identity.h"
+#include "zkw_lockrule.h"
+#include "zkw_log.h"
+#include "zkw_metrics.h"
+#include "zkw_server.h"
+#include "zkw_session.h"
+
+#define SWEEP_MAX_NODES 200000
+#define SWEEP_WINDOW    8    /* registry reads in flight during a walk */
+#define SWEEP_SOON_MS   1000 /* after a new incarnation */
+#define SWEEP_WAIT_MS   20   /* while lock requests are still outstanding */
+
+/* One node that may be a stale lock. */
+struct lock_check {
+  char *path;
+  int version;
+  int64_t czxid;
+  int64_t owner;
+  struct zkw_tag tag;
+  bool tagged;
+  bool stale;
+  const char *why; /* not stale: why */
+};
+
+/* Why a node is not a stale lock, or NULL if it is one. current is the
+ * current incarnation of the tag's identity (0 if unknown). */
+static const char *not_stale(const struct lock_check *c, int64_t asking_session, uint64_t current) {
+  if (!c->tagged) return "not tagged by zkwarden";
+  if (c->owner == 0) return "not an ephemeral";
+  if (c->owner == asking_session) return "held by the asking session";
+  if (current == 0) return "its identity's current incarnation is unknown";
+  if (c->tag.incarnation >= current) return "held by its identity's current incarnation";
+  return NULL;
+}
+
+/* Reads a node into a lock_check (from a get result). */
+static void fill_check(struct lock_check *c, const struct zkw_zk_result *r) {
+  c->version = r->stat.version;
+  c->czxid = r->stat.czxid;
+  c->owner = r->stat.ephemeralOwner;
+  struct zkw_bytes data = {(const uint8_t *)r->data, r->data ? r->data_len : -1};
+  c->tagged = zkw_tag_parse(data, &c->tag) == 0;
+  c->tag.original = (struct zkw_bytes){NULL, -1}; /* points into r: not kept */
+}
+
+/* ---------------------------------------------------------------- reclaim */
+
+struct reclaim {
+  struct zkw_session *s;
+  struct zkw_identity *id;
+  bool is_create;
+  char path[1024];
+  int pending; /* registry operations in flight */
+  int count;
+  struct lock_check *locks;
+  const char *blocked; /* a child that is not a stale lock: why */
+  char blocked_path[1024];
+  bool deleting;
+  int deleted;
+};
+
+static void reclaim_finish(struct reclaim *rc, bool replay) {
+  struct zkw_session *s = rc->s;
+  for (int i = 0; i < rc->count; i++)
+    free(rc->locks[i].path);
+  free(rc->locks);
+  free(rc);
+  s->handles--;
+  if (s->phase == ZKW_PHASE_CLOSING) {
+    zkw_session_maybe_free(s);
+    return;
+  }
+  zkw_session_reclaim_done(s, replay);
+}
+
+struct delete_arg {
+  struct reclaim *rc;
+  int index;
+};
+
+static void reclaim_deleted(void *arg, const struct zkw_zk_result *r);
+
+/* One delete settled (or the sending loop ended): replay once all have. */
+static void delete_settled(struct reclaim *rc) {
+  if (--rc->pending) return;
+  if (rc->deleted) {
+    if (rc->is_create)
+      ZKW_METRIC_INC(reclaims_create);
+    else
+      ZKW_METRIC_INC(reclaims_delete);
+  }
+  reclaim_finish(rc, true);
+}
+
+static void reclaim_decide(struct reclaim *rc) {
+  struct zkw_session *s = rc->s;
+  if (rc->blocked) {
+    zkw_slog(s, ZKW_LOG_INFO, "%s %s: not reclaimed: %s is %s", rc->is_create ? "create" : "delete", rc->path,
+             rc->blocked_path, rc->blocked);
+    return reclaim_finish(rc, false);
+  }
+  if (rc->count == 0) return reclaim_finish(rc, true); /* gone meanwhile: replay */
+  rc->deleting = true;
+  rc->pending = 1; /* held by the loop below until every delete is sent */
+  for (int i = 0; i < rc->count; i++) {
+    struct delete_arg *a = malloc(sizeof *a);
+    if (!a) continue;
+    *a = (struct delete_arg){rc, i};
+    if (zkw_zk_delete(rc->id->zk, rc->locks[i].path, rc->locks[i].version, reclaim_deleted, a) == ZOK)
+      rc->pending++;
+    else
+      free(a);
+  }
+  delete_settled(rc);
+}
+
+static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
+  struct delete_arg *a = arg;
+  struct reclaim *rc = a->rc;
+  struct lock_check *c = &rc->locks[a->index];
+  free(a);
+  if (r->rc == ZOK) {
+    rc->deleted++;
+    zkw_slog(rc->s, ZKW_LOG_INFO,
+             "reclaim at %s: deleted stale lock %s (identity %s, incarnation %" PRIu64 ", session 0x%" PRIx64
+             ")",
+             rc->is_create ? "create" : "delete", c->path, c->tag.identity, c->tag.incarnation,
+             (uint64_t)c->owner);
+    zkw_history_add(rc->is_create ? ZKW_HISTORY_RECLAIM_CREATE : ZKW_HISTORY_RECLAIM_DELETE, c->path,
+                    rc->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
+                    c->tag.identity, c->tag.incarnation);
+  } else if (r->rc != ZNONODE) {
+    zkw_slog(rc->s, ZKW_LOG_WARN, "reclaim: cannot delete %s: %s", c->path, zkw_zk_error(r->rc));
+  }
+  delete_settled(rc);
+}
+
+/* The identity's current incarnation for a foreign tag. */
+struct foreign_read {
+  struct reclaim *rc;
+  int index;
+};
+
+static void check_done(struct reclaim *rc, int i, uint64_t current) {
+  struct lock_check *c = &rc->locks[i];
+  c->why = not_stale(c, rc->s->session_id, current);
+  c->stale = c->why == NULL;
+  if (!c->stale && !rc->blocked) {
+    rc->blocked = c->why;
+    snprintf(rc->blocked_path, sizeof rc->blocked_path, "%s", c->path);
+  }
+  if (--rc->pending == 0) reclaim_decide(rc);
+}
+
+static void foreign_record_read(void *arg, const struct zkw_zk_result *r) {
+  struct foreign_read *fr = arg;
+  struct reclaim *rc = fr->rc;
+  int i = fr->index;
+  free(fr);
+  struct zkw_record rec;
+  uint64_t current = 0;
+  if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) current = rec.incarnation;
+  memset(&rec, 0, sizeof rec);
+  check_done(rc, i, current);
+}
+
+static void lock_read(struct reclaim *rc, int i, const struct zkw_zk_result *r) {
+  struct lock_check *c = &rc->locks[i];
+  if (r->rc == ZNONODE) { /* gone meanwhile: nothing to delete */
+    free(c->path);
+    c->path = NULL;
+    if (--rc->pending == 0) {
+      /* Drop the vanished entries. */
+      int n = 0;
+      for (int k = 0; k < rc->count; k++)
+        if (rc->locks[k].path) rc->locks[n++] = rc->locks[k];
+      rc->count = n;
+      reclaim_decide(rc);
+    }
+    return;
+  }
+  if (r->rc != ZOK) {
+    c->why = "unreadable";
+    if (!rc->blocked) {
+      rc->blocked = "unreadable by zkwarden";
+      snprintf(rc->blocked_path, sizeof rc->blocked_path, "%s", c->path);
+    }
+    if (--rc->pending == 0) reclaim_decide(rc);
+    return;
+  }
+  fill_check(c, r);
+  struct zkw_identity *id = rc->id;
+  if (!c->tagged || strcmp(c->tag.identity, rc->s->srv->cfg->identity) == 0)
+    return check_done(rc, i, zkw_identity_current(id));
+  /* Another identity's lock: its own record says whether it moved on. */
+  char node[600];
+  snprintf(node, sizeof node, "%s/%s", id->root_identities, c->tag.identity);
+  struct foreign_read *fr = malloc(sizeof *fr);
+  if (!fr || zkw_zk_get(id->zk, node, false, foreign_record_read, fr) != ZOK) {
+    free(fr);
+    return check_done(rc, i, 0);
+  }
+  fr->rc = rc;
+  fr->index = i;
+}
+
+struct lock_read_arg {
+  struct reclaim *rc;
+  int index;
+};
+
+static void lock_read_cb(void *arg, const struct zkw_zk_result *r) {
+  struct lock_read_arg *a = arg;
+  struct reclaim *rc = a->rc;
+  int i = a->index;
+  free(a);
+  lock_read(rc, i, r);
+}
+
+static void read_locks(struct reclaim *rc) {
+  if (rc->count == 0) return reclaim_decide(rc);
+  rc->pending = rc->count;
+  for (int i = 0; i < rc->count; i++) {
+    struct lock_read_arg *a = malloc(sizeof *a);
+    if (a) *a = (struct lock_read_arg){rc, i};
+    if (!a || zkw_zk_get(rc->id->zk, rc->locks[i].path, false, lock_read_cb, a) != ZOK) {
+      free(a);
+      struct zkw_zk_result fake = {.rc = ZCONNECTIONLOSS};
+      lock_read(rc, i, &fake);
+    }
+  }
+}
+
+static void children_read(void *arg, const struct zkw_zk_result *r) {
+  struct reclaim *rc = arg;
+  if (r->rc == ZNONODE) return reclaim_finish(rc, true); /* the parent is gone: replay */
+  if (r->rc != ZOK) return reclaim_finish(rc, false);
+  rc->locks = calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rc->locks);
+  if (!rc->locks) return reclaim_finish(rc, false);
+  for (int i = 0; i < r->child_count; i++) {
+    const char *name = r->children[i];
+    if (!zkw_is_uuid((const uint8_t *)name, strlen(name))) {
+      rc->blocked = "not a lock (its name is not a UUID)";
+      snprintf(rc->blocked_path, sizeof rc->blocked_path, "%.700s/%.200s", rc->path, name);
+      return reclaim_decide(rc);
+    }
+    size_t n = strlen(rc->path) + strlen(name) + 2;
+    rc->locks[i].path = malloc(n);
+    if (!rc->locks[i].path) return reclaim_finish(rc, false);
+    snprintf(rc->locks[i].path, n, "%s/%s", rc->path, name);
+    rc->count = i + 1;
+  }
+  read_locks(rc);
+}
+
+static void synced(void *arg, const struct zkw_zk_result *r) {
+  struct reclaim *rc = arg;
+  (void)r;
+  if (rc->s->phase == ZKW_PHASE_CLOSING) return reclaim_finish(rc, false);
+  if (!rc->is_create) {
+    if (zkw_zk_children(rc->id->zk, rc->path, children_read, rc) != ZOK) reclaim_finish(rc, false);
+    return;
+  }
+  rc->locks = calloc(1, sizeof *rc->locks);
+  if (!rc->locks || !(rc->locks[0].path = strdup(rc->path))) return reclaim_finish(rc, false);
+  rc->count = 1;
+  read_locks(rc);
+}
+
+bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes path) {
+  struct zkw_identity *id = &s->srv->identity;
+  if (!id->zk || !s->incarnation || s->incarnation != zkw_identity_current(id) || path.len <= 0 ||
+      (size_t)path.len >= sizeof((struct reclaim *)0)->path)
+    return false;
+  struct reclaim *rc = calloc(1, sizeof *rc);
+  if (!rc) return false;
+  rc->s = s;
+  rc->id = id;
+  rc->is_create = is_create;
+  memcpy(rc->path, path.p, (size_t)path.len);
+  rc->path[path.len] = 0;
+  /* The registry session's server may lag the JobManager's: sync first. */
+  if (zkw_zk_sync(id->zk, rc->path, synced, rc) != ZOK) {
+    free(rc);
+    return false;
+  }
+  s->handles++;
+  return true;
+}
+
+/* ---------------------------------------------------------------- sweep */
+
+struct sweep {
+  struct zkw_identity *id;
+  char **queue; /* paths to list, FIFO */
+  size_t qhead, qlen, qcap;
+  struct lock_check *found; /* candidates */
+  size_t nfound, capfound;
+  size_t visited;
+  int inflight;
+  /* Delete phase: sessions hold back lock requests meanwhile. */
+  bool deleting;
+  size_t next;
+  int deleted;
+};
+
+static struct sweep *current_sweep;
+
+bool zkw_sweep_holding(const struct zkw_identity *id) {
+  return current_sweep && current_sweep->id == id && current_sweep->deleting;
+}
+
+static void sweep_wait_cb(uv_timer_t *t);
+
+static void schedule_periodic(struct zkw_identity *id) {
+  uint32_t every = id->srv->cfg->sweep_interval_s;
+  if (every && !id->stopping) uv_timer_start(&id->sweep_timer, sweep_wait_cb, (uint64_t)every * 1000, 0);
+}
+
+static void sweep_free(struct sweep *sw) {
+  for (size_t i = sw->qhead; i < sw->qlen; i++)
+    free(sw->queue[i]);
+  free(sw->queue);
+  for (size_t i = 0; i < sw->nfound; i++)
+    free(sw->found[i].path);
+  free(sw->found);
+  struct zkw_identity *id = sw->id;
+  free(sw);
+  current_sweep = NULL;
+  id->sweeping = false;
+  schedule_periodic(id);
+  /* Sessions held back their lock requests during the deletes. */
+  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
+    if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
+}
+
+static int push_path(struct sweep *sw, const char *path) {
+  if (sw->qlen == sw->qcap) {
+    size_t cap = sw->qcap ? sw->qcap * 2 : 64;
+    char **q = realloc(sw->queue, cap * sizeof *q);
+    if (!q) return -1;
+    sw->queue = q;
+    sw->qcap = cap;
+  }
+  if (!(sw->queue[sw->qlen] = strdup(path))) return -1;
+  sw->qlen++;
+  return 0;
+}
+
+static void sweep_pump(struct sweep *sw);
+static void sweep_delete_next(struct sweep *sw);
+
+struct sweep_read {
+  struct sweep *sw;
+  char *path;
+};
+
+static void sweep_lock_read(void *arg, const struct zkw_zk_result *r) {
+  struct sweep_read *a = arg;
+  struct sweep *sw = a->sw;
+  sw->inflight--;
+  struct lock_check c = {.path = a->path};
+  free(a);
+  if (r->rc == ZOK) {
+    fill_check(&c, r);
+    if (c.tagged && strcmp(c.tag.identity, sw->id->srv->cfg->identity) == 0 &&
+        !not_stale(&c, 0, zkw_identity_current(sw->id))) {
+      if (sw->nfound == sw->capfound) {
+        size_t cap = sw->capfound ? sw->capfound * 2 : 16;
+        struct lock_check *f = realloc(sw->found, cap * sizeof *f);
+        if (f) sw->found = f, sw->capfound = cap;
+      }
+      if (sw->nfound < sw->capfound) {
+        sw->found[sw->nfound++] = c;
+        c.path = NULL;
+      }
+    }
+  }
+  free(c.path);
+  sweep_pump(sw);
+}
+
+static void sweep_children_read(void *arg, const struct zkw_zk_result *r) {
+  struct sweep_read *a = arg;
+  struct sweep *sw = a->sw;
+  sw->inflight--;
+  if (r->rc == ZOK) {
+    for (int i = 0; i < r->child_count && sw->visited < SWEEP_MAX_NODES; i++) {
+      const char *name = r->children[i];
+      size_t n = strlen(a->path) + strlen(name) + 2;
+      char *child = malloc(n);
+      if (!child) break;
+      snprintf(child, n, "%s%s%s", a->path, strcmp(a->path, "/") == 0 ? "" : "/", name);
+      sw->visited++;
+      if (zkw_is_uuid((const uint8_t *)name, strlen(name))) {
+        struct sweep_read *b = malloc(sizeof *b);
+        if (b) *b = (struct sweep_read){sw, child};
+        if (b && zkw_zk_get(sw->id->zk, child, false, sweep_lock_read, b) == ZOK) {
+          sw->inflight++;
+          continue;
+        }
+        free(b);
+        free(child);
+      } else {
+        if (push_path(sw, child) != 0) {
+          free(child);
+          break;
+        }
+        free(child);
+      }
+    }
+  }
+  free(a->path);
+  free(a);
+  sweep_pump(sw);
+}
+
+/* Lists queued paths, at most SWEEP_WINDOW reads in flight; when the walk
+ * is over, goes on to the deletes. */
+static void sweep_pump(struct sweep *sw) {
+  if (sw->id->stopping) {
+    if (sw->inflight == 0) sweep_free(sw);
+    return;
+  }
+  while (sw->inflight < SWEEP_WINDOW && sw->qhead < sw->qlen) {
+    char *path = sw->queue[sw->qhead];
+    sw->queue[sw->qhead++] = NULL;
+    struct sweep_read *a = malloc(sizeof *a);
+    if (a) *a = (struct sweep_read){sw, path};
+    if (a && zkw_zk_children(sw->id->zk, path, sweep_children_read, a) == ZOK) {
+      sw->inflight++;
+    } else {
+      free(a);
+      free(path);
+    }
+  }
+  if (sw->inflight || sw->qhead < sw->qlen) return;
+  if (sw->nfound == 0) {
+    zkw_log_debug("identity %s: sweep found no stale lock (%zu nodes)", sw->id->srv->cfg->identity,
+                  sw->visited);
+    sweep_free(sw);
+    return;
+  }
+  /* Delete phase: sessions now hold back lock requests (zkw_sweep_holding). */
+  sw->deleting = true;
+  sw->next = 0;
+  sweep_delete_next(sw);
+}
+
+static void sweep_deleted(void *arg, const struct zkw_zk_result *r);
+
+static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
+  struct sweep *sw = arg;
+  struct lock_check *c = &sw->found[sw->next];
+  sw->inflight--;
+  struct lock_check now = {.path = c->path};
+  if (r->rc == ZOK) fill_check(&now, r);
+  /* Still the same node, still stale: delete exactly that version. */
+  if (r->rc == ZOK && now.czxid == c->czxid && now.tagged &&
+      strcmp(now.tag.identity, sw->id->srv->cfg->identity) == 0 &&
+      !not_stale(&now, 0, zkw_identity_current(sw->id)) &&
+      zkw_zk_delete(sw->id->zk, c->path, now.version, sweep_deleted, sw) == ZOK) {
+    sw->inflight++;
+    c->tag = now.tag;
+    c->owner = now.owner;
+    return;
+  }
+  sw->next++;
+  sweep_delete_next(sw);
+}
+
+static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
+  struct sweep *sw = arg;
+  struct lock_check *c = &sw->found[sw->next];
+  sw->inflight--;
+  if (r->rc == ZOK) {
+    sw->deleted++;
+    ZKW_METRIC_INC(stale_locks_swept);
+    zkw_log_info("identity %s: sweep deleted stale lock %s (incarnation %" PRIu64 ", session 0x%" PRIx64 ")",
+                 sw->id->srv->cfg->identity, c->path, c->tag.incarnation, (uint64_t)c->owner);
+    zkw_history_add(ZKW_HISTORY_SWEEP, c->path, "stale lock of a superseded incarnation", c->owner,
+                    c->tag.identity, c->tag.incarnation);
+  }
+  sw->next++;
+  sweep_delete_next(sw);
+}
+
+static void sweep_delete_next(struct sweep *sw) {
+  struct zkw_identity *id = sw->id;
+  if (id->stopping || sw->next >= sw->nfound || !zkw_identity_current(id)) {
+    if (sw->deleted)
+      zkw_log_info("identity %s: sweep deleted %d stale lock(s)", id->srv->cfg->identity, sw->deleted);
+    sweep_free(sw);
+    return;
+  }
+  /* No lock request of this sidecar may be outstanding while we decide. */
+  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
+    if (s->barrier) {
+      uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_WAIT_MS, 0);
+      return;
+    }
+  if (zkw_zk_get(id->zk, sw->found[sw->next].path, false, sweep_reread, sw) == ZOK) {
+    sw->inflight++;
+    return;
+  }
+  sw->next++;
+  sweep_delete_next(sw);
+}
+
+static void sweep_start(struct zkw_identity *id);
+
+static void sweep_wait_cb(uv_timer_t *t) {
+  struct zkw_identity *id = t->data;
+  if (current_sweep && current_sweep->id == id)
+    sweep_delete_next(current_sweep);
+  else
+    sweep_start(id);
+}
+
+static void sweep_start(struct zkw_identity *id) {
+  const struct zkw_config *cfg = id->srv->cfg;
+  if (id->sweeping || id->stopping) return;
+  if (!zkw_identity_current(id)) return schedule_periodic(id);
+  struct sweep *sw = calloc(1, sizeof *sw);
+  if (!sw) return;
+  sw->id = id;
+  for (int i = 0; i < cfg->lock_roots.count; i++)
+    if (push_path(sw, cfg->lock_roots.root[i]) != 0) break;
+  id->sweeping = true;
+  current_sweep = sw;
+  sweep_pump(sw);
+}
+
+void zkw_sweep_soon(struct zkw_identity *id) {
+  uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_SOON_MS, 0);
+}
