@@ -329,7 +329,11 @@ bool zkw_server_ready(struct zkw_server *srv, char *why, size_t len) {
     snprintf(why, len, "%s", h.why);
     return false;
   }
-  /* Issue 3 adds the registry condition here (see zkw_health.h). */
+  const char *id_why = NULL;
+  if (!zkw_identity_ready(&srv->identity, &id_why)) {
+    snprintf(why, len, "registry not usable: %s", id_why);
+    return false;
+  }
   snprintf(why, len, "ready");
   return true;
 }

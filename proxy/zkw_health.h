@@ -1,7 +1,7 @@
 /* zkw_health.h: readiness of zkwarden (GET /readyz).
  *
- * zkwarden is ready when an upstream ZooKeeper server answers, and (issue 3)
- * when its registry is usable. The upstream part is known two ways:
+ * zkwarden is ready when an upstream ZooKeeper server answers, and when its
+ * registry is usable (this instance owns its identity: zkw_identity_ready). The upstream part is known two ways:
  * - passively: any reply or ConnectResponse read from an upstream server in
  *   the last probe interval (zkw_health_upstream_seen, called by the relay);
  * - actively: when nothing was read from upstream for a probe interval, a
