@@ -35,9 +35,9 @@ struct admin_conn {
   struct zkw_buf flight; /* handed to uv_write */
   int handles;           /* open handles; freed at 0 */
   bool writing;
-  bool closing;     /* no more requests: close once the output is flushed */
-  bool in_request;  /* a request has begun and is not complete */
-  int err_status;   /* set by a callback that refuses the request */
+  bool closing;      /* no more requests: close once the output is flushed */
+  bool in_request;   /* a request has begun and is not complete */
+  int err_status;    /* set by a callback that refuses the request */
   size_t head_bytes; /* request line and headers so far */
   size_t body_bytes;
   size_t url_len;
@@ -372,6 +372,7 @@ static int on_header_value_complete(llhttp_t *p) {
 
 static int on_headers_complete(llhttp_t *p) {
   struct admin_conn *c = conn_of(p);
+  if (p->http_major != 1 || p->http_minor > 1) return refuse(c, 400); /* HTTP/0.9 and others */
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > ZKW_ADMIN_BODY_MAX) return refuse(c, 413);
   return 0;
 }
@@ -421,8 +422,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   if (err == HPE_OK || err == HPE_PAUSED) return;
   int status = c->err_status ? c->err_status : 400;
   char line[200];
-  if (status == 400)
+  if (status == 400 && err != HPE_CB_HEADERS_COMPLETE)
     snprintf(line, sizeof line, "bad request: %s", llhttp_get_error_reason(&c->parser));
+  else if (status == 400)
+    snprintf(line, sizeof line, "bad request: HTTP/1.0 and HTTP/1.1 only");
   else if (status == 431)
     snprintf(line, sizeof line, "request head larger than %d bytes", ZKW_ADMIN_HEAD_MAX);
   else if (status == 414)

@@ -19,13 +19,13 @@
 
 struct zkw_server;
 
-#define ZKW_ADMIN_MAX_CONNS   256
-#define ZKW_ADMIN_HEAD_MAX    8192 /* request line and headers */
-#define ZKW_ADMIN_URL_MAX     1024
-#define ZKW_ADMIN_BODY_MAX    1024 /* GET bodies are read and ignored up to this */
-#define ZKW_ADMIN_OUT_MAX     (4 * 1024 * 1024) /* unsent responses before the connection is closed */
-#define ZKW_ADMIN_REQUEST_MS  10000 /* a request must arrive whole within this */
-#define ZKW_ADMIN_IDLE_MS     60000 /* an idle keep-alive connection is closed after this */
+#define ZKW_ADMIN_MAX_CONNS  256
+#define ZKW_ADMIN_HEAD_MAX   8192 /* request line and headers */
+#define ZKW_ADMIN_URL_MAX    1024
+#define ZKW_ADMIN_BODY_MAX   1024              /* GET bodies are read and ignored up to this */
+#define ZKW_ADMIN_OUT_MAX    (4 * 1024 * 1024) /* unsent responses before the connection is closed */
+#define ZKW_ADMIN_REQUEST_MS 10000             /* a request must arrive whole within this */
+#define ZKW_ADMIN_IDLE_MS    60000             /* an idle keep-alive connection is closed after this */
 
 /* Binds ZKWARDEN_ADMIN_LISTEN and starts the readiness checks and the
  * SIGHUP handler. Returns 0 or a negative libuv error (logged). */

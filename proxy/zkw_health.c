@@ -6,8 +6,8 @@
  * server closes (bounded in size and time), and judge it. The first server
  * that is reachable ends the probe. Name resolution is bounded by the
  * resolver's own timeouts (a getaddrinfo cannot be abandoned safely); until
- * a probe completes, the previous result stands. A probe runs every ZKW_HEALTH_INTERVAL_MS
- * unless the relay has read from an upstream server within that interval. */
+ * a probe completes, the previous result stands. When probes run: see
+ * ZKW_HEALTH_REPROBE_MS in zkw_health.h. */
 #include "zkw_health.h"
 
 #include <stdio.h>
@@ -33,13 +33,15 @@ static struct {
   enum probe_state state;
   bool tcp_open;
   bool success; /* the current attempt found a reachable server */
-  int handles; /* open handles and requests of the probe */
+  int handles;  /* open handles and requests of the probe */
   uint32_t idx; /* server being tried */
   char name[300];
   char answer[1024];
   size_t answer_len;
   /* Result of the last complete probe. */
-  bool probed; /* a probe has completed */
+  bool probed;        /* a probe has completed */
+  uint64_t probed_ns; /* when */
+  uint64_t losses;    /* upstream losses counted when that probe started */
   bool ok;
   char why[600];
   char failures[512]; /* reasons gathered during the current probe */
@@ -53,6 +55,13 @@ static uint64_t interval_ns(void) {
   return (uint64_t)ZKW_HEALTH_INTERVAL_MS * 1000000u;
 }
 
+/* Connections to upstream servers lost or failed, ever. */
+static uint64_t upstream_losses(void) {
+  return zkw_metrics.connections_closed[ZKW_CLOSE_UPSTREAM_CLOSED] +
+         zkw_metrics.connections_closed[ZKW_CLOSE_UPSTREAM_UNREACHABLE] +
+         zkw_metrics.upstream_connect_failures;
+}
+
 static bool passive_fresh(uint64_t now) {
   return zkw_health_upstream_seen_ns && now - zkw_health_upstream_seen_ns < interval_ns();
 }
@@ -60,6 +69,7 @@ static bool passive_fresh(uint64_t now) {
 static void set_result(bool ok, const char *why) {
   bool was = h.ok, had = h.probed;
   h.probed = true;
+  h.probed_ns = uv_hrtime();
   h.ok = ok;
   snprintf(h.why, sizeof h.why, "%s", ok ? "" : why);
   ZKW_METRIC_SET(upstream_reachable, ok ? 1 : 0);
@@ -237,11 +247,18 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
 static void deadline_cb(uv_timer_t *t) {
   (void)t;
   if (h.state == IDLE) {
-    if (passive_fresh(uv_hrtime())) {
+    uint64_t now = uv_hrtime(), losses = upstream_losses();
+    bool lost = losses != h.losses;
+    if (!lost && passive_fresh(now)) {
       set_result(true, "");
       schedule(ZKW_HEALTH_INTERVAL_MS);
       return;
     }
+    if (!lost && h.probed && h.ok && now - h.probed_ns < (uint64_t)ZKW_HEALTH_REPROBE_MS * 1000000u) {
+      schedule(ZKW_HEALTH_INTERVAL_MS);
+      return;
+    }
+    h.losses = losses;
     h.idx = 0;
     h.success = false;
     h.failures[0] = 0;
@@ -324,7 +341,9 @@ bool zkw_server_ready(struct zkw_server *srv, char *why, size_t len) {
     snprintf(why, len, "zkwarden is shutting down");
     return false;
   }
-  bool upstream_ok = passive_fresh(uv_hrtime()) || (h.probed && h.ok);
+  /* Passive evidence counts when it is newer than the last verdict. */
+  bool upstream_ok =
+      (h.probed && h.ok) || (passive_fresh(uv_hrtime()) && zkw_health_upstream_seen_ns > h.probed_ns);
   if (!upstream_ok) {
     snprintf(why, len, "%s", h.why);
     return false;

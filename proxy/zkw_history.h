@@ -14,7 +14,7 @@
 
 #include "zkw_buf.h"
 
-#define ZKW_HISTORY_SIZE 256
+#define ZKW_HISTORY_SIZE     256
 #define ZKW_HISTORY_PATH_MAX 512 /* longer paths are cut (at a UTF-8 boundary) */
 #define ZKW_HISTORY_TEXT_MAX 160 /* reason and identity */
 
@@ -26,18 +26,20 @@
   X(FENCE, "fence")                                                                                          \
   X(ORPHAN_FENCE, "orphan_fence")
 
+/* clang-format off */
 enum zkw_history_kind {
 #define ZKW_X_HKIND(name, str) ZKW_HISTORY_##name,
   ZKW_HISTORY_KINDS(ZKW_X_HKIND)
 #undef ZKW_X_HKIND
   ZKW_HISTORY_KIND_COUNT
 };
+/* clang-format on */
 
 struct zkw_history_entry {
   int64_t time_ms; /* wall clock, ms since the Unix epoch */
   enum zkw_history_kind kind;
-  int64_t session_id; /* the session whose lock/session was removed (0 if none) */
-  uint64_t incarnation; /* the incarnation the removed lock or session belonged to */
+  int64_t session_id;              /* the session whose lock/session was removed (0 if none) */
+  uint64_t incarnation;            /* the incarnation the removed lock or session belonged to */
   char path[ZKW_HISTORY_PATH_MAX]; /* the znode acted on ("" for a fence) */
   char reason[ZKW_HISTORY_TEXT_MAX];
   char identity[ZKW_HISTORY_TEXT_MAX];

@@ -107,7 +107,8 @@ static int render_histogram_op(struct zkw_buf *b, const char *name, const struct
                           (unsigned long long)cum));
     }
     cum += h[i].bucket[ZKW_LATENCY_BOUNDS];
-    TRY(zkw_text_printf(b, "%s_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", name, op_names[i], (unsigned long long)cum));
+    TRY(zkw_text_printf(b, "%s_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", name, op_names[i],
+                        (unsigned long long)cum));
     TRY(zkw_text_printf(b, "%s_sum{op=\"%s\"} %llu.%09llu\n", name, op_names[i],
                         (unsigned long long)(h[i].sum_ns / 1000000000u),
                         (unsigned long long)(h[i].sum_ns % 1000000000u)));
@@ -120,17 +121,17 @@ static int render_histogram_op(struct zkw_buf *b, const char *name, const struct
 #define ZKW_MTYPE_GAUGE     "gauge"
 #define ZKW_MTYPE_HISTOGRAM "histogram"
 
-#define ZKW_MRENDER_COUNTER_NONE   render_counter_none
-#define ZKW_MRENDER_COUNTER_OP     render_counter_op
-#define ZKW_MRENDER_COUNTER_CLOSE  render_counter_close
-#define ZKW_MRENDER_COUNTER_DIR    render_counter_dir
-#define ZKW_MRENDER_GAUGE_NONE     render_gauge_none
-#define ZKW_MRENDER_GAUGE_BUILD    render_gauge_build
-#define ZKW_MRENDER_HISTOGRAM_OP   render_histogram_op
+#define ZKW_MRENDER_COUNTER_NONE  render_counter_none
+#define ZKW_MRENDER_COUNTER_OP    render_counter_op
+#define ZKW_MRENDER_COUNTER_CLOSE render_counter_close
+#define ZKW_MRENDER_COUNTER_DIR   render_counter_dir
+#define ZKW_MRENDER_GAUGE_NONE    render_gauge_none
+#define ZKW_MRENDER_GAUGE_BUILD   render_gauge_build
+#define ZKW_MRENDER_HISTOGRAM_OP  render_histogram_op
 
 int zkw_metrics_render(struct zkw_buf *out) {
 #define ZKW_X_RENDER(field, type, labels, name, help)                                                        \
-  TRY(zkw_text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, ZKW_MTYPE_##type));            \
+  TRY(zkw_text_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, ZKW_MTYPE_##type));             \
   TRY(ZKW_MRENDER_##type##_##labels(out, name, zkw_metrics.field));
   ZKW_METRICS(ZKW_X_RENDER)
 #undef ZKW_X_RENDER
@@ -163,7 +164,7 @@ static void print_labels(FILE *out, int labels) {
 void zkw_metrics_list_markdown(FILE *out) {
   fprintf(out, "| metric | type | labels | meaning |\n|---|---|---|---|\n");
 #define ZKW_X_MD(field, type, labels, name, help)                                                            \
-  fprintf(out, "| `%s` | %s | ", name, ZKW_MTYPE_##type);                                                   \
+  fprintf(out, "| `%s` | %s | ", name, ZKW_MTYPE_##type);                                                    \
   print_labels(out, LABELS_##labels);                                                                        \
   fprintf(out, " | %s |\n", help);
   ZKW_METRICS(ZKW_X_MD)

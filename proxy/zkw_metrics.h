@@ -40,12 +40,14 @@
   X(UPSTREAM_UNREACHABLE, "upstream_unreachable")                                                            \
   X(SHUTDOWN, "shutdown")
 
+/* clang-format off */
 enum zkw_close_class {
 #define ZKW_X_CLOSE(name, str) ZKW_CLOSE_##name,
   ZKW_CLOSE_CLASSES(ZKW_X_CLOSE)
 #undef ZKW_X_CLOSE
   ZKW_CLOSE_COUNT
 };
+/* clang-format on */
 
 /* Direction of relayed bytes and of decode errors (label direction=). */
 enum zkw_direction { ZKW_DIR_CLIENT_TO_UPSTREAM, ZKW_DIR_UPSTREAM_TO_CLIENT, ZKW_DIR_COUNT };
@@ -94,7 +96,8 @@ struct zkw_histogram {
     "Start time of the process, seconds since the Unix epoch.")                                              \
   X(connections_accepted, COUNTER, NONE, "zkwarden_connections_accepted_total",                              \
     "Client connections accepted on ZKWARDEN_LISTEN.")                                                       \
-  X(connections_active, GAUGE, NONE, "zkwarden_connections_active", "Client connections open now (computed).") \
+  X(connections_active, GAUGE, NONE, "zkwarden_connections_active",                                          \
+    "Client connections open now (computed).")                                                               \
   X(connections_closed, COUNTER, CLOSE, "zkwarden_connections_closed_total",                                 \
     "Client connections closed, by reason class.")                                                           \
   X(sessions_established, COUNTER, NONE, "zkwarden_sessions_established_total",                              \
@@ -138,18 +141,19 @@ struct zkw_histogram {
     "Times another live sidecar held this identity's previous session (nothing was fenced).")                \
   X(registry_errors, COUNTER, NONE, "zkwarden_registry_errors_total",                                        \
     "Registry reads or writes that failed (missing, unreadable, corrupt or conflicting).")                   \
-  X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total", "HTTP requests answered by the admin endpoint.") \
+  X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
+    "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \
     "Admin connections refused because the connection limit was reached.")
 
 /* Storage of one row, by type and labels. */
-#define ZKW_MSTORE_COUNTER_NONE(f)    uint64_t f;
-#define ZKW_MSTORE_COUNTER_OP(f)      uint64_t f[ZKW_OP_COUNT];
-#define ZKW_MSTORE_COUNTER_CLOSE(f)   uint64_t f[ZKW_CLOSE_COUNT];
-#define ZKW_MSTORE_COUNTER_DIR(f)     uint64_t f[ZKW_DIR_COUNT];
-#define ZKW_MSTORE_GAUGE_NONE(f)      int64_t f;
-#define ZKW_MSTORE_GAUGE_BUILD(f)     int64_t f;
-#define ZKW_MSTORE_HISTOGRAM_OP(f)    struct zkw_histogram f[ZKW_OP_COUNT];
+#define ZKW_MSTORE_COUNTER_NONE(f)  uint64_t f;
+#define ZKW_MSTORE_COUNTER_OP(f)    uint64_t f[ZKW_OP_COUNT];
+#define ZKW_MSTORE_COUNTER_CLOSE(f) uint64_t f[ZKW_CLOSE_COUNT];
+#define ZKW_MSTORE_COUNTER_DIR(f)   uint64_t f[ZKW_DIR_COUNT];
+#define ZKW_MSTORE_GAUGE_NONE(f)    int64_t f;
+#define ZKW_MSTORE_GAUGE_BUILD(f)   int64_t f;
+#define ZKW_MSTORE_HISTOGRAM_OP(f)  struct zkw_histogram f[ZKW_OP_COUNT];
 
 struct zkw_metrics {
 #define ZKW_X_FIELD(field, type, labels, name, help) ZKW_MSTORE_##type##_##labels(field)

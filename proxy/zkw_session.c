@@ -214,7 +214,9 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     side->in.len += (size_t)nread;
     process(side);
   } else if (nread < 0) {
-    s->close_class = side == &s->client ? ZKW_CLOSE_CLIENT_CLOSED : ZKW_CLOSE_UPSTREAM_CLOSED;
+    /* After closeSession the server closes first: still the client's doing. */
+    s->close_class =
+        side == &s->client || s->close_sent ? ZKW_CLOSE_CLIENT_CLOSED : ZKW_CLOSE_UPSTREAM_CLOSED;
     if (nread == UV_EOF)
       zkw_session_close(s, ZKW_LOG_INFO, "%s closed the connection%s", side->name,
                         side->in.len                ? " in the middle of a frame"

@@ -1,0 +1,54 @@
+"""Fixtures for the operability tests (admin endpoint, config, deploy/).
+
+They are the integration suite's own fixtures (tests/integration/conftest.py:
+zk_server, private_zk, zkwarden_factory, kazoo_factory, ...), loaded from
+there so that both suites start and stop processes the same way, plus:
+
+- admin: an AdminClient (curl and raw sockets) for a zkwarden's admin port.
+"""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INTEGRATION = os.path.normpath(os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, INTEGRATION)
+sys.path.insert(0, HERE)
+
+_spec = importlib.util.spec_from_file_location("zkw_integration_conftest",
+                                               os.path.join(INTEGRATION, "conftest.py"))
+_integration = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_integration)
+for _name in dir(_integration):
+    if not _name.startswith("__"):
+        globals()[_name] = getattr(_integration, _name)
+
+from adminclient import AdminClient  # noqa: E402
+
+
+@pytest.fixture
+def admin():
+    """admin(proxy) -> an AdminClient for that zkwarden's admin port."""
+    return lambda proxy: AdminClient(proxy.admin_port)
+
+
+@pytest.fixture(scope="session")
+def zkw_bin():
+    import zkharness
+    return zkharness.default_zkwarden_bin()
+
+
+@pytest.fixture(scope="session")
+def promtool():
+    """Path of promtool (fetched by get-promtool.sh), or None when it cannot
+    be had; tests then rely on promcheck.py alone and say so."""
+    import subprocess
+    r = subprocess.run([os.path.join(HERE, "get-promtool.sh")], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        import logging
+        logging.getLogger("zkw.tests").warning("promtool unavailable: %s", r.stderr.strip())
+        return None
+    return r.stdout.strip()
