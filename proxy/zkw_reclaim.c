@@ -333,6 +333,8 @@ static void sweep_free(struct sweep *sw) {
     free(sw->found[i].path);
   free(sw->found);
   struct zkw_identity *id = sw->id;
+  zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) deleted", id->srv->cfg->identity,
+               sw->visited, sw->deleted);
   free(sw);
   current_sweep = NULL;
   id->sweeping = false;
@@ -496,8 +498,6 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
 static void sweep_delete_next(struct sweep *sw) {
   struct zkw_identity *id = sw->id;
   if (id->stopping || sw->next >= sw->nfound || !zkw_identity_current(id)) {
-    if (sw->deleted)
-      zkw_log_info("identity %s: sweep deleted %d stale lock(s)", id->srv->cfg->identity, sw->deleted);
     sweep_free(sw);
     return;
   }

@@ -1,0 +1,432 @@
+"""Identities, lock tags, fencing and reclaim (issue 3), against a real
+ZooKeeper with kazoo clients that issue Flink's requests.
+
+Each failure is shown direct to ZooKeeper first (so the test can fail), then
+ended through zkwarden:
+ 1. a restarted leader waits a whole session timeout (and the pod-restart
+    variant, with the sidecar restarted too);
+ 2. a superseded incarnation that is still alive blocks deletes (NOTEMPTY);
+ 3. a lock re-created by a new session is silently lost;
+ 4. orphaned locks the ensemble failed to remove (a forged stale tag);
+ 5. a job graph cannot be removed after cancel because a restarted standby's
+    previous incarnation still holds its lock.
+Then the safety rules, the identity conflict, orphan fencing and the registry.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from kazoo.exceptions import NoAuthError, NodeExistsError, NotEmptyError
+
+from zkharness import HOST, wait_until
+
+HERE = Path(__file__).resolve().parent
+PY = "/usr/bin/python3"
+MODES = ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)]
+
+
+def new_uuid():
+    return str(uuid.uuid4())
+
+
+class Jm:
+    """A JobManager stand-in process (jm_proc.py)."""
+
+    def __init__(self, hostport, timeout_ms, latch_dir, *locks):
+        self.proc = subprocess.Popen([PY, str(HERE / "jm_proc.py"), hostport, str(timeout_ms), latch_dir]
+                                     + list(locks), stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("jm_proc exited with %s" % self.proc.wait())
+        info = json.loads(line)
+        self.session, self.latch = info["session"], info["latch"]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def jms():
+    started = []
+
+    def start(*a):
+        jm = Jm(*a)
+        started.append(jm)
+        return jm
+    yield start
+    for jm in started:
+        jm.kill()
+
+
+def via(kind, zk, zkwarden_factory, identity="jm-0", **env):
+    """Where the JobManager connects: ZooKeeper itself or its sidecar."""
+    if kind == "direct":
+        return zk.hostport, None
+    full = {"ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    full.update({k: str(v) for k, v in env.items()})
+    proxy = zkwarden_factory.start(zk, extra_env=full)
+    return proxy.hostport, proxy
+
+
+def is_leader(client, latch_dir, latch):
+    kids = client.get_children(latch_dir)
+    return min(kids, key=lambda k: int(k[-10:])) == latch.rsplit("/", 1)[1]
+
+
+def time_to_leadership(hostport, latch_dir, kazoo_factory, timeout_ms, limit):
+    """A restarted JobManager: connect, create its latch node, and wait until
+    it is first in line. Returns the seconds from connecting to leading."""
+    t0 = time.monotonic()
+    c = kazoo_factory(hostport, timeout=timeout_ms / 1000.0)
+    mine = c.create("%s/_c_%s-latch-" % (latch_dir, new_uuid()), b"", ephemeral=True, sequence=True)
+    wait_until(lambda: is_leader(c, latch_dir, mine), limit, interval=0.01, what="leadership")
+    return time.monotonic() - t0
+
+
+def metric(proxy, name):
+    text = urllib.request.urlopen("http://%s:%d/metrics" % (HOST, proxy.admin_port), timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise KeyError(name)
+
+
+def hard_kill(proxy):
+    """SIGKILL a zkwarden (a crashed pod); the fixture then has nothing to stop."""
+    proxy.proc.kill()
+    proxy.proc.wait()
+    proxy.proc = None
+
+
+# ------------------------------------------------------------ failure 1
+
+@pytest.mark.parametrize("kind", MODES)
+def test_restarted_leader_leads_at_once(kind, private_zk, zkwarden_factory, kazoo_factory, jms):
+    hostport, _ = via(kind, private_zk, zkwarden_factory)
+    latch_dir = "/flink/c1/leader/latch"
+    old = jms(hostport, 6000, latch_dir, "/flink/c1/jobgraphs/%s/%s" % ("a" * 32, new_uuid()))
+    observer = kazoo_factory(private_zk.hostport)
+    assert is_leader(observer, latch_dir, old.latch)
+    old.kill()  # kill -9, restarted at once
+    took = time_to_leadership(hostport, latch_dir, kazoo_factory, 6000, limit=20)
+    if kind == "direct":
+        # The dead leader's latch node stays until its 6 s session expires.
+        assert took > 4.0, "direct: leadership after %.2f s" % took
+    else:
+        assert took < 1.0, "through zkwarden: leadership after %.2f s" % took
+
+
+@pytest.mark.zkwarden
+@pytest.mark.parametrize("sidecar_exit", ["sigterm", "sigkill"])
+def test_pod_restart_leader_leads_before_session_timeout(sidecar_exit, private_zk, zkwarden_factory,
+                                                         kazoo_factory, jms):
+    """The JobManager and its sidecar both restart; the registry carries the
+    previous session over to the new sidecar instance."""
+    env = {"ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    first = zkwarden_factory.start(private_zk, extra_env=env)
+    latch_dir = "/flink/c1/leader/latch"
+    old = jms(first.hostport, 15000, latch_dir)
+    old.kill()
+    if sidecar_exit == "sigterm":
+        assert first.stop() == []
+        first.proc = None
+    else:
+        hard_kill(first)
+    second = zkwarden_factory.start(private_zk, extra_env=env)
+    took = time_to_leadership(second.hostport, latch_dir, kazoo_factory, 15000, limit=30)
+    if sidecar_exit == "sigterm":
+        # The old instance released the identity on its way out.
+        assert took < 1.0, "leadership after %.2f s" % took
+    else:
+        # The old instance's registry session (4 s) must expire first; the
+        # JobManager's own 15 s session would take far longer.
+        assert took < 8.0, "leadership after %.2f s" % took
+    assert "fenced" in second.stderr()
+
+
+# ------------------------------------------------------------ failure 2
+
+@pytest.mark.parametrize("kind", MODES)
+@pytest.mark.parametrize("layout", ["1.7", "1.15"])
+def test_superseded_incarnation_does_not_block_deletes(kind, layout, private_zk, zkwarden_factory,
+                                                       kazoo_factory):
+    hostport, _ = via(kind, private_zk, zkwarden_factory)
+    state = "/flink/c1/checkpoints/%s/%019d" % ("b" * 32, 7)
+    locks = state if layout == "1.7" else state + "/locks"
+    old = kazoo_factory(hostport)  # the superseded incarnation: alive, holding its lock
+    old.create(state, b"handle", makepath=True)
+    if layout == "1.15":
+        old.create(locks)
+    old_lock = "%s/%s" % (locks, new_uuid())
+    old.create(old_lock, b"127.0.0.1", ephemeral=True)
+
+    new = kazoo_factory(hostport)  # the new incarnation subsumes the checkpoint
+    mine = "%s/%s" % (locks, new_uuid())
+    new.create(mine, b"127.0.0.1", ephemeral=True)
+    new.delete(mine)
+    if kind == "direct":
+        with pytest.raises(NotEmptyError):
+            new.delete(locks)
+        assert new.exists(old_lock)
+        return
+    new.delete(locks)  # the stale lock of the superseded incarnation is reclaimed
+    if layout == "1.15":
+        new.delete(state)
+    assert new.exists(state) is None
+    assert old.connected  # nothing happened to the old session itself
+
+
+# ------------------------------------------------------------ failure 3
+
+@pytest.mark.parametrize("kind", MODES)
+def test_recreated_lock_is_not_silently_lost(kind, private_zk, zkwarden_factory, kazoo_factory):
+    hostport, _ = via(kind, private_zk, zkwarden_factory)
+    lock = "/flink/c1/jobgraphs/%s/%s" % ("c" * 32, new_uuid())
+    old = kazoo_factory(hostport)
+    old.create(lock, b"127.0.0.1", ephemeral=True, makepath=True)
+    new = kazoo_factory(hostport)  # same process, new session, same store UUID
+    if kind == "direct":
+        with pytest.raises(NodeExistsError):  # Flink takes this as "I hold it"
+            new.create(lock, b"127.0.0.1", ephemeral=True)
+    else:
+        new.create(lock, b"127.0.0.1", ephemeral=True)
+    old.stop()  # the old session goes
+    owner = new.exists(lock)
+    if kind == "direct":
+        assert owner is None  # the lock vanished under the new session
+    else:
+        assert owner is not None and owner.ephemeralOwner == new.client_id[0]
+
+
+# ------------------------------------------------------------ failure 4
+
+def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
+    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
+        identity.encode(), incarnation, session, original)
+
+
+@pytest.mark.parametrize("kind", MODES)
+def test_orphaned_stale_lock_is_swept(kind, private_zk, zkwarden_factory, kazoo_factory):
+    env = {"ZKWARDEN_SWEEP_INTERVAL_S": 1} if kind == "zkwarden" else {}
+    hostport, proxy = via(kind, private_zk, zkwarden_factory, **env)
+    state = "/flink/c1/jobs/%s/checkpoints/%019d/locks" % ("d" * 32, 3)
+    orphan = "%s/%s" % (state, new_uuid())
+    # The ensemble "forgot" to remove an ephemeral of a superseded incarnation:
+    # a node only a live foreign session keeps, tagged incarnation 0.
+    ghost = kazoo_factory(private_zk.hostport)
+    ghost.create(orphan, forged_tag("jm-0", 0), ephemeral=True, makepath=True)
+    jm = kazoo_factory(hostport)  # incarnation 1
+    if kind == "direct":
+        with pytest.raises(NotEmptyError):
+            jm.delete(state)
+        return
+    wait_until(lambda: jm.exists(orphan) is None, 15, what="the sweep to delete %s" % orphan)
+    jm.delete(state)
+    assert metric(proxy, "zkwarden_stale_locks_swept_total") == 1
+    assert "sweep deleted stale lock %s" % orphan in proxy.stderr()
+
+
+@pytest.mark.zkwarden
+def test_sweep_and_reclaim_leave_what_is_not_a_stale_lock(private_zk, zkwarden_factory, kazoo_factory):
+    hostport, proxy = via("zkwarden", private_zk, zkwarden_factory, ZKWARDEN_SWEEP_INTERVAL_S=1)
+    state = "/flink/c1/jobs/%s/checkpoints/%019d/locks" % ("e" * 32, 4)
+    other = kazoo_factory(private_zk.hostport)  # direct: untagged, and foreign tags
+    untagged = "%s/%s" % (state, new_uuid())
+    other.create(untagged, b"127.0.0.1", ephemeral=True, makepath=True)
+    unknown_identity = "%s/%s" % (state, new_uuid())
+    other.create(unknown_identity, forged_tag("jm-nobody", 0), ephemeral=True)
+    persistent_tagged = "/flink/c1/jobs/%s/checkpoints/%019d/locks/%s" % ("e" * 32, 5, new_uuid())
+    other.create(persistent_tagged, forged_tag("jm-0", 0), makepath=True)
+    jm = kazoo_factory(hostport)
+    # Sweeps run at the start of the incarnation, then every second: wait for two.
+    wait_until(lambda: proxy.stderr().count("sweep done") >= 2, 15, what="two sweeps")
+    mine = "%s/%s" % (state, new_uuid())
+    jm.create(mine, b"127.0.0.1", ephemeral=True)
+    jm.delete(mine)
+    with pytest.raises(NotEmptyError):  # untagged and unknown-identity children stay
+        jm.delete(state)
+    for p in (untagged, unknown_identity, persistent_tagged):
+        assert jm.exists(p) is not None, p
+    assert "not reclaimed" in proxy.stderr()
+
+
+# ------------------------------------------------------------ failure 5
+
+@pytest.mark.parametrize("kind", MODES)
+def test_job_graph_removed_after_cancel_despite_restarted_standby(kind, private_zk, zkwarden_factory,
+                                                                  kazoo_factory):
+    leader_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-0")
+    standby_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-1")
+    graph = "/flink/c1/jobgraphs/%s" % ("f" * 32)
+    leader = kazoo_factory(leader_hp)
+    leader.create(graph, b"jobgraph-handle", makepath=True)
+    old_standby = kazoo_factory(standby_hp)  # jm-1's previous incarnation, still alive
+    old_standby.create("%s/%s" % (graph, new_uuid()), b"127.0.0.1", ephemeral=True)
+    kazoo_factory(standby_hp)  # jm-1 restarted: its new incarnation
+    own = "%s/%s" % (graph, new_uuid())
+    leader.create(own, b"127.0.0.1", ephemeral=True)
+    leader.delete(own)  # cancel: release, then remove the job graph
+    if kind == "direct":
+        with pytest.raises(NotEmptyError):
+            leader.delete(graph)
+        return
+    leader.delete(graph)
+    assert leader.exists(graph) is None
+
+
+@pytest.mark.zkwarden
+def test_current_incarnation_of_another_identity_keeps_its_lock(private_zk, zkwarden_factory, kazoo_factory):
+    leader_hp, _ = via("zkwarden", private_zk, zkwarden_factory, identity="jm-0")
+    standby_hp, _ = via("zkwarden", private_zk, zkwarden_factory, identity="jm-1")
+    graph = "/flink/c1/jobgraphs/%s" % ("9" * 32)
+    leader = kazoo_factory(leader_hp)
+    leader.create(graph, b"jobgraph-handle", makepath=True)
+    standby = kazoo_factory(standby_hp)
+    theirs = "%s/%s" % (graph, new_uuid())
+    standby.create(theirs, b"127.0.0.1", ephemeral=True)
+    with pytest.raises(NotEmptyError):
+        leader.delete(graph)
+    assert standby.exists(theirs).ephemeralOwner == standby.client_id[0]
+
+
+# ------------------------------------------------------------ tags on the wire
+
+@pytest.mark.zkwarden
+def test_tags_are_invisible_to_the_jobmanager(private_zk, zkwarden_factory, kazoo_factory):
+    hostport, _ = via("zkwarden", private_zk, zkwarden_factory)
+    jm = kazoo_factory(hostport)
+    direct = kazoo_factory(private_zk.hostport)
+    base = "/flink/c1/jobs/%s/checkpoints/%019d" % ("1" * 32, 1)
+    lock = "%s/locks/%s" % (base, new_uuid())
+    # The three-create multi of Flink 1.15+ addAndLock.
+    jm.ensure_path("/flink/c1/jobs/%s/checkpoints" % ("1" * 32))
+    t = jm.transaction()
+    t.create(base, b"handle")
+    t.create(base + "/locks")
+    t.create(lock, b"127.0.0.1", ephemeral=True)
+    assert t.commit() == [base, base + "/locks", lock]
+    data, stat = jm.get(lock)
+    assert data == b"127.0.0.1" and stat.dataLength == len(b"127.0.0.1")
+    raw, raw_stat = direct.get(lock)
+    assert raw.startswith(b"zkwarden-lock 1 identity=jm-0 incarnation=1 session=0x%x\n"
+                          % jm.client_id[0]) and raw.endswith(b"\n127.0.0.1")
+    assert stat.ephemeralOwner == raw_stat.ephemeralOwner == jm.client_id[0]
+    assert stat.czxid == raw_stat.czxid and stat.version == raw_stat.version
+    # Not locks: leader latch (sequential), connection_info (name), persistent nodes.
+    latch = jm.create("/flink/c1/leader/latch/_c_%s-latch-" % new_uuid(), b"", ephemeral=True, sequence=True,
+                      makepath=True)
+    jm.create("/flink/c1/leader/dispatcher/connection_info", b"\xac\xedaddr", ephemeral=True, makepath=True)
+    assert direct.get(latch)[0] == b""
+    assert direct.get("/flink/c1/leader/dispatcher/connection_info")[0] == b"\xac\xedaddr"
+    assert direct.get(base)[0] == b"handle"
+    # Outside the lock roots nothing is tagged.
+    elsewhere = "/other/%s" % new_uuid()
+    jm.create(elsewhere, b"x", ephemeral=True, makepath=True)
+    assert direct.get(elsewhere)[0] == b"x"
+
+
+# ------------------------------------------------------------ identity conflict, orphans
+
+@pytest.mark.zkwarden
+def test_identity_conflict_fences_nothing(private_zk, zkwarden_factory, kazoo_factory):
+    env = {"ZKWARDEN_IDENTITY": "jm-x", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    first = zkwarden_factory.start(private_zk, extra_env=env)
+    jm = kazoo_factory(first.hostport)
+    lock = "/flink/c1/jobgraphs/%s/%s" % ("2" * 32, new_uuid())
+    jm.create(lock, b"127.0.0.1", ephemeral=True, makepath=True)
+    second = zkwarden_factory.start(private_zk, extra_env=env)
+    wait_until(lambda: "CONFLICT" in second.stderr(), 20, what="the conflict to be reported")
+    assert first.stderr().count("CONFLICT") == 0
+    other = kazoo_factory(second.hostport)  # a second JobManager with the same identity
+    other.exists("/")
+    assert jm.exists(lock).ephemeralOwner == jm.client_id[0]  # not fenced
+    assert metric(second, "zkwarden_identity_conflicts_total") == 1
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen("http://%s:%d/readyz" % (HOST, second.admin_port), timeout=5)
+    assert e.value.code == 503 and b"conflict" in e.value.read()
+
+
+@pytest.mark.parametrize("kind", MODES)
+def test_orphaned_session_fenced_after_grace(kind, private_zk, zkwarden_factory, kazoo_factory, jms):
+    hostport, proxy = via(kind, private_zk, zkwarden_factory, ZKWARDEN_ORPHAN_GRACE_MS=1000)
+    lock = "/flink/c1/jobgraphs/%s/%s" % ("3" * 32, new_uuid())
+    jm = jms(hostport, 20000, "/flink/c1/leader/latch", lock)
+    observer = kazoo_factory(private_zk.hostport)
+    jm.kill()  # crashed: no closeSession, nobody re-attaches
+    t0 = time.monotonic()
+    if kind == "direct":
+        time.sleep(4)  # the baseline: still there well after any grace period
+        assert observer.exists(lock) is not None and observer.exists(jm.latch) is not None
+        return
+    wait_until(lambda: observer.exists(lock) is None and observer.exists(jm.latch) is None, 10,
+               what="the orphan to be fenced")
+    assert time.monotonic() - t0 < 5
+    assert metric(proxy, "zkwarden_orphans_fenced_total") == 1
+
+
+@pytest.mark.zkwarden
+def test_reattached_session_is_not_an_orphan(private_zk, zkwarden_factory, kazoo_factory):
+    hostport, proxy = via("zkwarden", private_zk, zkwarden_factory, ZKWARDEN_ORPHAN_GRACE_MS=3000)
+    jm = kazoo_factory(hostport, timeout=20)
+    lock = "/flink/c1/jobgraphs/%s/%s" % ("4" * 32, new_uuid())
+    jm.create(lock, b"127.0.0.1", ephemeral=True, makepath=True)
+    sid = jm.client_id[0]
+    private_zk.restart()  # zkwarden drops the JobManager; it re-attaches its session
+    wait_until(lambda: jm.connected and jm.exists("/") is not None, 20, what="reconnect")
+    time.sleep(4)  # longer than the grace: the re-attached session must not be fenced
+    assert jm.client_id[0] == sid
+    assert jm.exists(lock).ephemeralOwner == sid
+    assert metric(proxy, "zkwarden_orphans_fenced_total") == 0
+
+
+# ------------------------------------------------------------ registry
+
+@pytest.mark.zkwarden
+def test_corrupt_registry_is_reported_and_relaying_goes_on(private_zk, zkwarden_factory, kazoo_factory):
+    direct = kazoo_factory(private_zk.hostport)
+    direct.create("/zkwarden/identities/jm-0", b"garbage", makepath=True)
+    hostport, proxy = via("zkwarden", private_zk, zkwarden_factory)
+    wait_until(lambda: "corrupt" in proxy.stderr(), 10, what="the corrupt record to be reported")
+    jm = kazoo_factory(hostport)
+    lock = "/flink/c1/jobgraphs/%s/%s" % ("5" * 32, new_uuid())
+    jm.create(lock, b"127.0.0.1", ephemeral=True, makepath=True)
+    assert direct.get(lock)[0] == b"127.0.0.1"  # relayed untagged
+    assert direct.get("/zkwarden/identities/jm-0")[0] == b"garbage"  # never overwritten
+    assert metric(proxy, "zkwarden_registry_errors_total") >= 1
+
+
+@pytest.mark.zkwarden
+def test_registry_acl_and_no_password_anywhere(private_zk, zkwarden_factory, kazoo_factory, tmp_path):
+    auth_file = tmp_path / "registry-auth"
+    auth_file.write_text("warden:s3cret-pw\n")
+    hostport, proxy = via("zkwarden", private_zk, zkwarden_factory, ZKWARDEN_REGISTRY_AUTH_FILE=auth_file)
+    jm = kazoo_factory(hostport)
+    jm.exists("/")
+    anonymous = kazoo_factory(private_zk.hostport)
+    with pytest.raises(NoAuthError):
+        anonymous.get("/zkwarden/identities/jm-0")
+    admin = kazoo_factory(private_zk.hostport, auth_data=[("digest", "warden:s3cret-pw")])
+    record = admin.get("/zkwarden/identities/jm-0")[0].decode()
+    passwd = [l.split("=", 1)[1] for l in record.splitlines() if l.startswith("passwd=")][0]
+    assert "session=0x%x" % jm.client_id[0] in record
+    acls = admin.get_acls("/zkwarden/identities/jm-0")[0]
+    assert [a.id.scheme for a in acls] == ["digest"]
+    text = proxy.stderr()
+    assert passwd not in text and "s3cret" not in text
+    for path in ("/metrics", "/v1/sessions", "/v1/reclaims"):
+        body = urllib.request.urlopen("http://%s:%d%s" % (HOST, proxy.admin_port, path), timeout=5).read().decode()
+        assert passwd not in body and "s3cret" not in body
+    env = dict(os.environ, ZKWARDEN_UPSTREAM=private_zk.hostport, ZKWARDEN_REGISTRY_AUTH="warden:s3cret-pw")
+    out = subprocess.run([proxy.binary, "--check-config"], env=env, capture_output=True, text=True)
+    assert "ZKWARDEN_REGISTRY_AUTH=<set>" in out.stdout and "s3cret" not in out.stdout + out.stderr
