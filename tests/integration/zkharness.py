@@ -131,7 +131,8 @@ class ZkServer:
     def hostport(self):
         return "%s:%d" % (HOST, self.port)
 
-    def start(self, timeout=30.0):
+    def start(self, timeout=30.0, wait=True):
+        """Starts the server; wait=False for ensemble members (no standalone mode)."""
         assert self.proc is None or self.proc.poll() is not None
         cp = ZK_CLASSPATH
         if os.path.exists(ZK_LOG_BINDING):
@@ -148,7 +149,8 @@ class ZkServer:
             log.flush()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=str(self.dir))
-        self.wait_ready(timeout)
+        if wait:
+            self.wait_ready(timeout)
         return self
 
     def _srvr_ok(self):
