@@ -312,10 +312,14 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 #undef ZKW_X_PRINT
 }
 
+static const char *help_default(const char *def) {
+  return !def ? "(required)" : *def ? def : "(none)";
+}
+
 void zkw_config_help(FILE *out) {
   fprintf(out, "Configuration (environment variables):\n");
 #define ZKW_X_HELP(field, env, def, parser, lo, hi, help)                                                    \
-  fprintf(out, "  %-30s %s\n  %-30s default: %s\n", env, help, "", def ? def : "(required)");
+  fprintf(out, "  %-30s %s\n  %-30s default: %s\n", env, help, "", help_default(def));
   ZKW_CONFIG_VARS(ZKW_X_HELP)
 #undef ZKW_X_HELP
 }

@@ -31,6 +31,7 @@ unit() { (cd "$repo/$1" && ctest --output-on-failure); }
 suite "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 suite "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DZKW_SANITIZE=ON
 suite "docs list every variable" "$repo/tests/check_docs.sh" "$repo/build/zkwarden"
+suite "README metrics table" "$repo/tests/admin/check_metrics_doc.sh" "$repo/build/zkwarden"
 suite "unit (release)" unit build
 suite "unit (asan+ubsan)" unit build-asan
 if [ "${ZKW_FUZZ_SECONDS:-60}" != 0 ]; then
@@ -38,6 +39,8 @@ if [ "${ZKW_FUZZ_SECONDS:-60}" != 0 ]; then
 fi
 suite "integration (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" ZKW_BUILD_DIR="$repo/build-asan" \
   "$repo/tests/integration/run.sh" "$@"
+suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
+  "$repo/tests/admin/run.sh"
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done

@@ -83,7 +83,7 @@ def _valgrind_allocs(binary, upstream, requests, tmp_path):
     port = free_port()
     log = tmp_path / ("valgrind-%d.log" % requests)
     env = dict(os.environ, ZKWARDEN_UPSTREAM=upstream, ZKWARDEN_LISTEN="127.0.0.1:%d" % port,
-               ZKWARDEN_LOG_LEVEL="warn")
+               ZKWARDEN_ADMIN_LISTEN="127.0.0.1:%d" % free_port(), ZKWARDEN_LOG_LEVEL="warn")
     p = subprocess.Popen(["valgrind", "--log-file=%s" % log, binary], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
