@@ -41,10 +41,12 @@ SECRETS = {"ZKWARDEN_REGISTRY_AUTH"}
 GENERIC_BAD = ["", "-1", "not a value", "9" * 30, "/", "x:y:z", "\x01", "a" * 5000]
 
 
-def run(zkw_bin, *args, env=None, timeout=10):
+def run(zkw_bin, *args, env=None, timeout=10, cwd=None):
+    """Runs zkwarden (in cwd: some values are file names it creates)."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
     e.update(env or {})
-    return subprocess.run([zkw_bin] + list(args), env=e, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([zkw_bin] + list(args), env=e, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
 
 
 def variables(zkw_bin):
@@ -80,19 +82,21 @@ def test_config_error_names_variable_value_and_what_is_allowed(zkw_bin, var):
     if var not in variables(zkw_bin):
         pytest.skip("%s is not a variable of this build" % var)
     value, allowed = BAD[var]
-    env = {"ZKWARDEN_UPSTREAM": UPSTREAM_OK, var: value}
+    # Free ports, in case a bad value were accepted and zkwarden started.
+    env = {"ZKWARDEN_UPSTREAM": UPSTREAM_OK, "ZKWARDEN_LISTEN": "%s:%d" % (HOST, free_port()),
+           "ZKWARDEN_ADMIN_LISTEN": "%s:%d" % (HOST, free_port()), var: value}
     r = run(zkw_bin, env=env)
     assert_config_error(r, var, value, allowed)
     # --check-config validates the same way.
     assert_config_error(run(zkw_bin, "--check-config", env=env), var, value, allowed)
 
 
-def test_config_error_for_variables_without_a_row(zkw_bin):
+def test_config_error_for_variables_without_a_row(zkw_bin, tmp_path):
     for var in variables(zkw_bin):
         if var in BAD:
             continue
         for value in GENERIC_BAD:
-            r = run(zkw_bin, "--check-config", env={"ZKWARDEN_UPSTREAM": UPSTREAM_OK, var: value})
+            r = run(zkw_bin, "--check-config", env={"ZKWARDEN_UPSTREAM": UPSTREAM_OK, var: value}, cwd=tmp_path)
             if r.returncode == 0:
                 continue
             assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and var in r.stderr, (var, r.stderr)
@@ -144,7 +148,8 @@ def test_check_config_never_prints_a_secret(zkw_bin, tmp_path):
     assert r.returncode == 2 and canary not in r.stdout + r.stderr
     # Every variable that shows <set> is a secret: its value never appears.
     for var in variables(zkw_bin):
-        r = run(zkw_bin, "--check-config", env={"ZKWARDEN_UPSTREAM": UPSTREAM_OK, var: "u:" + canary})
+        r = run(zkw_bin, "--check-config", env={"ZKWARDEN_UPSTREAM": UPSTREAM_OK, var: "u:" + canary},
+                cwd=tmp_path)
         if "%s=<set>" % var in r.stdout:
             assert canary not in r.stdout + r.stderr, var
 

@@ -116,8 +116,8 @@ def test_sigterm_under_load_exits_0_within_seconds(zk_server, zkwarden_factory, 
 def _scrape_until_gone(port, tmp_path):
     import subprocess
     for i in range(50):
-        r = subprocess.run(["curl", "-s", "--max-time", "5", "-o", os.devnull, "--parallel", "--parallel-max", "20",
-                            "http://127.0.0.1:%d/metrics?x=[1-20]" % port], capture_output=True)
+        r = subprocess.run(["curl", "-s", "--max-time", "5", "-o", os.devnull, "--parallel", "--parallel-max",
+                            "20", "http://127.0.0.1:%d/metrics?x=[1-20]" % port], capture_output=True)
         if r.returncode == 7:  # connection refused: zkwarden is gone
             return
 
