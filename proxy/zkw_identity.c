@@ -79,6 +79,15 @@ static void fence_previous(struct zkw_identity *id);
 static void adopt_sessions(struct zkw_identity *id);
 static void capture_previous(struct zkw_identity *id);
 
+static void claim_again_cb(uv_timer_t *t) {
+  claim(t->data);
+}
+static void reload_cb(uv_timer_t *t) {
+  struct zkw_identity *id = t->data;
+  /* Back to the owner state, to read the record again. */
+  if (id->state == ZKW_REG_BROKEN && zkw_zk_connected(id->zk)) claim(id);
+}
+
 /* A registry step failed: report it, relay on without identity features,
  * and retry later. */
 static void broken(struct zkw_identity *id, const char *what, int rc) {
@@ -91,7 +100,7 @@ static void broken(struct zkw_identity *id, const char *what, int rc) {
   set_state(id, ZKW_REG_BROKEN, why);
   id->rec_loaded = false;
   release_waiting(id);
-  uv_timer_start(&id->claim_timer, (uv_timer_cb)claim, REGISTRY_RETRY_MS, 0);
+  uv_timer_start(&id->claim_timer, claim_again_cb, REGISTRY_RETRY_MS, 0);
 }
 
 /* ---- session references ---- */
@@ -246,19 +255,22 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   } else if (r->rc != ZOK) {
     return broken(id, "cannot read the record", r->rc);
   } else if (zkw_record_parse(r->data, r->data_len, &rec) != 0) {
-    zkw_log_error(
-        "identity %s: registry record %s is corrupt; relaying without fencing or reclaim (delete the "
-        "node to start the identity afresh)",
-        identity_name(id), id->node);
-    ZKW_METRIC_INC(registry_errors);
+    if (!id->corrupt_logged)
+      zkw_log_error(
+          "identity %s: registry record %s is corrupt; relaying without fencing or reclaim (delete the "
+          "node to start the identity afresh)",
+          identity_name(id), id->node);
+    if (!id->corrupt_logged) ZKW_METRIC_INC(registry_errors);
+    id->corrupt_logged = true;
     set_state(id, ZKW_REG_BROKEN, "registry record corrupt");
     id->rec_loaded = false;
     release_waiting(id);
-    uv_timer_start(&id->claim_timer, (uv_timer_cb)load_record, REGISTRY_RETRY_MS, 0);
+    uv_timer_start(&id->claim_timer, reload_cb, REGISTRY_RETRY_MS, 0);
     return;
   } else {
     id->rec_version = r->stat.version;
   }
+  id->corrupt_logged = false;
   /* Keep the newest we know: a record deleted under us is re-created. */
   if (!id->rec_loaded || rec.incarnation >= id->rec.incarnation) id->rec = rec;
   id->rec_loaded = true;

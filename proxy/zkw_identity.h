@@ -59,7 +59,8 @@ struct zkw_identity {
   struct zkw_record rec; /* valid when rec_loaded */
   int rec_version;       /* of the record node; -1: absent */
   bool rec_loaded;
-  bool writing; /* a record write is in flight */
+  bool writing;        /* a record write is in flight */
+  bool corrupt_logged; /* the corrupt record was reported (once, not at every retry) */
 
   uv_timer_t claim_timer; /* conflict bound while claiming; retry when broken */
   uv_timer_t fence_timer; /* bound on holding ConnectRequests while fencing */

@@ -120,6 +120,7 @@ def test_restarted_leader_leads_at_once(kind, private_zk, zkwarden_factory, kazo
     assert is_leader(observer, latch_dir, old.latch)
     old.kill()  # kill -9, restarted at once
     took = time_to_leadership(hostport, latch_dir, kazoo_factory, 6000, limit=20)
+    print("restarted leader (%s, session timeout 6 s): leads after %.3f s" % (kind, took))
     if kind == "direct":
         # The dead leader's latch node stays until its 6 s session expires.
         assert took > 4.0, "direct: leadership after %.2f s" % took
@@ -145,6 +146,7 @@ def test_pod_restart_leader_leads_before_session_timeout(sidecar_exit, private_z
         hard_kill(first)
     second = zkwarden_factory.start(private_zk, extra_env=env)
     took = time_to_leadership(second.hostport, latch_dir, kazoo_factory, 15000, limit=30)
+    print("pod restart (sidecar %s, session timeout 15 s): leads after %.3f s" % (sidecar_exit, took))
     if sidecar_exit == "sigterm":
         # The old instance released the identity on its way out.
         assert took < 1.0, "leadership after %.2f s" % took
