@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
     }
   }
   signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN); /* until the admin module handles it (log reopen) */
   zkw_metrics_init();
 
   uv_loop_t *loop = uv_default_loop();

@@ -82,9 +82,20 @@ def closed_by_peer(sock, timeout=5.0):
 
 
 class AdminClient:
-    def __init__(self, port):
+    def __init__(self, port, wait=10.0):
+        """wait: seconds to wait for the endpoint to accept connections (it
+        starts just after the proxy's listener)."""
         self.port = port
         self.base = "http://%s:%d" % (HOST, port)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def curl(self, path, *args, timeout=10):
         """Runs curl; returns the Response (head and body of the last

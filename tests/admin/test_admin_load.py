@@ -126,7 +126,7 @@ def test_log_file_and_sighup_reopen(zk_server, zkwarden_factory, kazoo_factory, 
     log = tmp_path / "zkwarden.log"
     proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_LOG_FILE": str(log),
                                                          "ZKWARDEN_LOG_FORMAT": "json"})
-    wait_until(lambda: log.exists() and "listening on" in log.read_text(), 10, what="the log file")
+    wait_until(lambda: log.exists() and "admin endpoint on" in log.read_text(), 10, what="the log file")
     assert "listening on" not in proxy.stderr()  # the log goes to the file only
     rotated = tmp_path / "zkwarden.log.1"
     os.rename(log, rotated)
@@ -147,6 +147,7 @@ def test_log_file_and_sighup_reopen(zk_server, zkwarden_factory, kazoo_factory, 
 
 def test_sighup_without_a_log_file_is_harmless(zk_server, zkwarden_factory, admin):
     proxy = zkwarden_factory.start(zk_server)
+    adm = admin(proxy)
     proxy.proc.send_signal(signal.SIGHUP)
     wait_until(lambda: "SIGHUP: log reopened" in proxy.stderr(), 10, what="the SIGHUP line")
-    assert admin(proxy).get("/healthz").status == 200
+    assert adm.get("/healthz").status == 200
