@@ -4,7 +4,8 @@ They are the integration suite's own fixtures (tests/integration/conftest.py:
 zk_server, private_zk, zkwarden_factory, kazoo_factory, ...), loaded from
 there so that both suites start and stop processes the same way, plus:
 
-- admin: an AdminClient (curl and raw sockets) for a zkwarden's admin port.
+- admin: an AdminClient (curl and raw sockets) for a zkwarden's admin port;
+- zkwarden_factory: as the integration suite's, with an identity per zkwarden.
 """
 
 import importlib.util
@@ -27,6 +28,33 @@ for _name in dir(_integration):
         globals()[_name] = getattr(_integration, _name)
 
 from adminclient import AdminClient  # noqa: E402
+
+_identities = iter(range(1, 1 << 30))
+
+
+class _Factory(_integration.ZkwardenFactory):
+    """The integration suite's factory, giving every zkwarden an identity of
+    its own (unless the test sets one): tests then never fence or reclaim
+    each other's sessions through the shared server's registry."""
+
+    def start(self, *servers, **kw):
+        env = dict(kw.pop("extra_env", None) or {})
+        env.setdefault("ZKWARDEN_IDENTITY", "admin-test-%d-%d" % (os.getpid(), next(_identities)))
+        return super().start(*servers, extra_env=env, **kw)
+
+
+@pytest.fixture
+def zkwarden_factory(tmp_path, request):
+    if _integration.DIRECT_ONLY:
+        pytest.skip("ZKW_DIRECT_ONLY=1")
+    f = _Factory(tmp_path, request.node)
+    yield f
+    problems = f.stop_all()
+    if problems:
+        text = "\n".join(problems)
+        for p in f.procs:
+            text += "\n----- %s stderr -----\n%s" % (p.name, p.stderr())
+        pytest.fail("zkwarden shutdown check failed:\n" + text, pytrace=False)
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ def test_every_path_answers(proxy, admin, kazoo_factory):
     r = adm.get("/metrics")
     assert r.status == 200
     assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
-    assert "zkwarden_connections_accepted_total 1\n" in r.text
+    assert re.search(r"^zkwarden_connections_accepted_total [1-9]\d*$", r.text, re.M)
 
     r = adm.get("/v1/sessions")
     assert (r.status, r.headers["content-type"]) == (200, "application/json")
@@ -329,7 +329,9 @@ def test_counters_follow_a_kazoo_workload(proxy, admin, kazoo_factory):
             op = dict(labels)["op"]
             assert v == promcheck.value(after, "zkwarden_replies_total", op=op), op
     assert promcheck.value(after, "zkwarden_outstanding_requests") == 0
-    assert promcheck.value(after, "zkwarden_connections_accepted_total") == 1
+    # (The harness may have probed the client port once before the test.)
+    assert promcheck.value(after, "zkwarden_connections_accepted_total") == \
+        promcheck.value(before, "zkwarden_connections_accepted_total")
     assert promcheck.value(after, "zkwarden_connections_active") == 1
     assert promcheck.value(after, "zkwarden_sessions_active") == 1
     assert promcheck.value(after, "zkwarden_sessions_established_total") == 1
@@ -343,7 +345,8 @@ def test_counters_follow_a_kazoo_workload(proxy, admin, kazoo_factory):
     kz.close()
     final = wait_until(lambda: (lambda s: s if promcheck.value(s, "zkwarden_connections_active") == 0
                                 else None)(adm.samples()), 10, what="the connection to close")
-    assert promcheck.value(final, "zkwarden_connections_closed_total", reason="client_closed") == 1
+    assert promcheck.value(final, "zkwarden_connections_closed_total", reason="client_closed") == \
+        promcheck.value(before, "zkwarden_connections_closed_total", reason="client_closed") + 1
     assert promcheck.value(final, "zkwarden_requests_total", op="closeSession") == 1
 
 
