@@ -1,0 +1,161 @@
+/* test_admin_units.c: unit tests of the operability modules: histogram
+ * buckets, the Prometheus rendering, JSON strings, the reclaim history ring,
+ * and secrets in configuration errors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../unit/zkw_test.h"
+#include "zkw_config.h"
+#include "zkw_history.h"
+#include "zkw_metrics.h"
+#include "zkw_text.h"
+
+static const char *buf_str(struct zkw_buf *b) {
+  if (zkw_buf_reserve(b, 1) != 0) abort();
+  b->data[b->len] = 0;
+  return (const char *)b->data;
+}
+
+/* An observation equal to a bucket's bound falls in that bucket (le). */
+static void test_histogram_bounds_are_inclusive(void) {
+  struct zkw_histogram h;
+  memset(&h, 0, sizeof h);
+  zkw_histogram_observe(&h, 100000);      /* exactly 0.0001 s */
+  zkw_histogram_observe(&h, 100001);      /* just above: next bucket */
+  zkw_histogram_observe(&h, 0);           /* first bucket */
+  zkw_histogram_observe(&h, 20000000000); /* 20 s: +Inf */
+  ASSERT_EQ(h.bucket[0], 2);
+  ASSERT_EQ(h.bucket[1], 1);
+  ASSERT_EQ(h.bucket[ZKW_LATENCY_BOUNDS], 1);
+  ASSERT_EQ(h.count, 4);
+  ASSERT_EQ(h.sum_ns, 100000 + 100001 + 20000000000ull);
+}
+
+static void test_render_histogram_and_counters(void) {
+  struct zkw_buf b = {0};
+  memset(&zkw_metrics, 0, sizeof zkw_metrics);
+  zkw_metrics_init();
+  zkw_metrics_request(ZKW_OP_GET_DATA);
+  zkw_metrics_reply(ZKW_OP_GET_DATA);
+  zkw_metrics_latency(ZKW_OP_GET_DATA, 1500000); /* 1.5 ms */
+  zkw_metrics_reply(ZKW_OP_NOTIFICATION);
+  zkw_metrics_request(12345); /* unknown opcodes are not counted */
+  zkw_metrics_closed(ZKW_CLOSE_SHUTDOWN);
+  zkw_metrics_closed(99); /* out of range: other */
+  ASSERT_EQ(zkw_metrics_render(&b), 0);
+  const char *t = buf_str(&b);
+  ASSERT_TRUE(strstr(t, "# TYPE zkwarden_request_duration_seconds histogram\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_request_duration_seconds_bucket{op=\"getData\",le=\"0.001\"} 0\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_request_duration_seconds_bucket{op=\"getData\",le=\"0.0025\"} 1\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_request_duration_seconds_bucket{op=\"getData\",le=\"+Inf\"} 1\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_request_duration_seconds_sum{op=\"getData\"} 0.001500000\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_request_duration_seconds_count{op=\"getData\"} 1\n"));
+  /* No histogram for an opcode never answered; counters for every request opcode. */
+  ASSERT_TRUE(!strstr(t, "zkwarden_request_duration_seconds_count{op=\"create\"}"));
+  ASSERT_TRUE(strstr(t, "zkwarden_requests_total{op=\"create\"} 0\n"));
+  ASSERT_TRUE(!strstr(t, "op=\"notification\""));
+  ASSERT_TRUE(strstr(t, "zkwarden_replies_total{op=\"getData\"} 1\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_watch_events_total 1\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_connections_closed_total{reason=\"shutdown\"} 1\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_connections_closed_total{reason=\"other\"} 1\n"));
+  ASSERT_TRUE(strstr(t, "zkwarden_build_info{version=\"" ZKW_VERSION "\"} 1\n"));
+  ASSERT_EQ(t[b.len - 1], '\n');
+  zkw_buf_release(&b);
+}
+
+static void test_json_string_escapes_and_cuts_at_utf8_boundaries(void) {
+  struct zkw_buf b = {0};
+  ASSERT_EQ(zkw_text_json_string(&b, "a\"b\\c\n\x01", 100), 0);
+  ASSERT_STREQ(buf_str(&b), "\"a\\\"b\\\\c\\u000a\\u0001\"");
+  b.len = 0;
+  /* "é" is 2 bytes: a cut after its first byte drops it whole. */
+  ASSERT_EQ(zkw_text_json_string(&b, "ab\xc3\xa9", 3), 0);
+  ASSERT_STREQ(buf_str(&b), "\"ab\"");
+  b.len = 0;
+  ASSERT_EQ(zkw_text_json_string(&b, "ab\xc3\xa9", 4), 0);
+  ASSERT_STREQ(buf_str(&b), "\"ab\xc3\xa9\"");
+  zkw_buf_release(&b);
+}
+
+static void test_history_ring_keeps_the_newest(void) {
+  struct zkw_buf b = {0};
+  char path[64];
+  uint64_t before = zkw_history_total();
+  for (int i = 0; i < ZKW_HISTORY_SIZE + 10; i++) {
+    snprintf(path, sizeof path, "/flink/x/locks/%d", i);
+    zkw_history_add(ZKW_HISTORY_RECLAIM_DELETE, path, "stale", 0x10 + i, "jm-0", 3);
+  }
+  ASSERT_EQ(zkw_history_total() - before, ZKW_HISTORY_SIZE + 10);
+  ASSERT_EQ(zkw_history_render_json(&b, 2), 0);
+  const char *t = buf_str(&b);
+  /* Newest first, at most the limit. */
+  const char *newest = strstr(t, "/flink/x/locks/265");
+  const char *next = strstr(t, "/flink/x/locks/264");
+  ASSERT_TRUE(newest && next && newest < next);
+  ASSERT_TRUE(!strstr(t, "/flink/x/locks/263"));
+  ASSERT_TRUE(strstr(t, "\"kind\":\"reclaim_at_delete\""));
+  ASSERT_TRUE(strstr(t, "\"session\":\"0x119\",\"identity\":\"jm-0\",\"incarnation\":3"));
+  b.len = 0;
+  ASSERT_EQ(zkw_history_render_json(&b, ZKW_HISTORY_SIZE), 0);
+  t = buf_str(&b);
+  ASSERT_TRUE(strstr(t, "/flink/x/locks/10\""));
+  ASSERT_TRUE(!strstr(t, "/flink/x/locks/9\"")); /* overwritten */
+  /* NULLs and long texts. */
+  char longpath[2000];
+  memset(longpath, 'p', sizeof longpath - 1);
+  longpath[sizeof longpath - 1] = 0;
+  zkw_history_add(ZKW_HISTORY_FENCE, NULL, NULL, 0, NULL, 0);
+  zkw_history_add(ZKW_HISTORY_SWEEP, longpath, "r", 1, "i", 1);
+  b.len = 0;
+  ASSERT_EQ(zkw_history_render_json(&b, 2), 0);
+  t = buf_str(&b);
+  ASSERT_TRUE(strstr(t, "\"kind\":\"fence\",\"path\":\"\",\"reason\":\"\""));
+  ASSERT_TRUE(strlen(t) < 2000);
+  zkw_buf_release(&b);
+}
+
+/* ---- configuration ---- */
+
+static const char *env_names[8], *env_values[8];
+static int env_n;
+
+static const char *fake_getenv(const char *name) {
+  for (int i = 0; i < env_n; i++)
+    if (strcmp(env_names[i], name) == 0) return env_values[i];
+  return NULL;
+}
+
+static void test_config_error_hides_a_secret(void) {
+  struct zkw_config cfg;
+  char err[512] = "";
+  env_n = 0;
+  env_names[env_n] = "ZKWARDEN_UPSTREAM", env_values[env_n++] = "127.0.0.1:2181";
+  env_names[env_n] = "ZKWARDEN_REGISTRY_AUTH", env_values[env_n++] = "canary-secret-without-colon";
+  ASSERT_EQ(zkw_config_load(&cfg, fake_getenv, err, sizeof err), -1);
+  ASSERT_TRUE(strstr(err, "ZKWARDEN_REGISTRY_AUTH=\"<hidden>\""));
+  ASSERT_TRUE(!strstr(err, "canary"));
+}
+
+static void test_config_admin_listen_and_log_file(void) {
+  struct zkw_config cfg;
+  char err[512] = "";
+  env_n = 0;
+  env_names[env_n] = "ZKWARDEN_UPSTREAM", env_values[env_n++] = "127.0.0.1:2181";
+  env_names[env_n] = "ZKWARDEN_ADMIN_LISTEN", env_values[env_n++] = "[::1]:9999";
+  ASSERT_EQ(zkw_config_load(&cfg, fake_getenv, err, sizeof err), 0);
+  ASSERT_EQ(cfg.admin_listen.ss_family, AF_INET6);
+  ASSERT_TRUE(cfg.log_file == NULL);
+  env_names[env_n] = "ZKWARDEN_LOG_FILE", env_values[env_n++] = "/nonexistent-dir/x.log";
+  ASSERT_EQ(zkw_config_load(&cfg, fake_getenv, err, sizeof err), -1);
+  ASSERT_TRUE(strstr(err, "ZKWARDEN_LOG_FILE=\"/nonexistent-dir/x.log\" is not valid"));
+}
+
+int main(void) {
+  RUN(test_histogram_bounds_are_inclusive);
+  RUN(test_render_histogram_and_counters);
+  RUN(test_json_string_escapes_and_cuts_at_utf8_boundaries);
+  RUN(test_history_ring_keeps_the_newest);
+  RUN(test_config_error_hides_a_secret);
+  RUN(test_config_admin_listen_and_log_file);
+  return zkw_test_summary("admin units");
+}
