@@ -185,7 +185,9 @@ static void respond(struct admin_conn *c, int status, const char *ctype, const c
                     status, status_text(status), ctype, a.scratch.len, extra ? extra : "",
                     last ? "Connection: close\r\n" : "");
   ZKW_METRIC_INC(admin_requests);
-  int rc = conn_send(c, head, (size_t)hl, a.scratch.data, a.scratch.len);
+  /* A HEAD request (answered 405) gets the head only, as HTTP requires. */
+  bool head_only = c->parser.method == HTTP_HEAD;
+  int rc = conn_send(c, head, (size_t)hl, a.scratch.data, head_only ? 0 : a.scratch.len);
   a.scratch.len = 0;
   if (a.scratch.cap > ADMIN_SCRATCH_KEEP) zkw_buf_release(&a.scratch);
   if (rc) {

@@ -50,6 +50,7 @@ zkw_pid=$!
 cat <<MSG
 zkwarden on $ZKWARDEN_LISTEN in front of it. Connect with:
   /usr/share/zookeeper/bin/zkCli.sh -server $ZKWARDEN_LISTEN
+Admin endpoint: curl http://${ZKWARDEN_ADMIN_LISTEN:-127.0.0.1:9181}/metrics (also /healthz /readyz /v1/sessions /v1/reclaims)
 Ctrl-C stops both.
 MSG
 wait "$zkw_pid"

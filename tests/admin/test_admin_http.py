@@ -98,6 +98,19 @@ def test_other_methods_are_405(proxy, admin, method):
 def test_head_is_405(proxy, admin):
     r = admin(proxy).get("/metrics", "-I")
     assert r.status == 405 and r.headers["allow"] == "GET"
+    # The answer to HEAD has no body: the next answer on the connection is intact.
+    s = admin(proxy).connect()
+    s.sendall(b"HEAD /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+    s.settimeout(5)
+    data = b""
+    while data.count(b"HTTP/1.1 ") < 2 or not data.endswith(b"ok\n"):
+        d = s.recv(65536)
+        assert d, data
+        data += d
+    first, second = data.split(b"HTTP/1.1 200 OK", 1)
+    assert first.startswith(b"HTTP/1.1 405 ") and first.endswith(b"\r\n\r\n")
+    assert second.endswith(b"\r\n\r\nok\n")
+    s.close()
 
 
 # ---------------------------------------------------------------- bad requests
