@@ -68,7 +68,10 @@ static uint64_t now_ms(void) {
 
 static void set_state(struct zkw_identity *id, enum zkw_reg_state st, const char *why) {
   id->state = st;
-  snprintf(id->why, sizeof id->why, "%s", why ? why : "");
+  /* Cut to fit (the reason is for logs and /readyz only). */
+  size_t n = why ? strnlen(why, sizeof id->why - 1) : 0;
+  if (n) memcpy(id->why, why, n);
+  id->why[n] = 0;
 }
 
 static void claim(struct zkw_identity *id);
@@ -198,7 +201,7 @@ static void conflict_cb(uv_timer_t *t) {
                 "JobManagers are configured with one identity. This instance (%s) will not fence or reclaim.",
                 identity_name(id), id->why, id->instance);
   ZKW_METRIC_INC(identity_conflicts);
-  char why[300];
+  char why[sizeof id->why];
   snprintf(why, sizeof why, "identity conflict: %.200s", id->why);
   set_state(id, ZKW_REG_CONFLICT, why);
   release_waiting(id);
