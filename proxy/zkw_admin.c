@@ -261,8 +261,11 @@ static int render_sessions(struct zkw_buf *b) {
       TRY(zkw_text_json_string(b, s->up_name, sizeof s->up_name));
     else
       TRY(zkw_text_printf(b, "null"));
-    TRY(zkw_text_printf(b, ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u}",
-                        phase_name(s->phase), s->timeout, s->read_only ? "true" : "false", outstanding(s)));
+    TRY(zkw_text_printf(b,
+                        ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u,"
+                        "\"incarnation\":%llu}",
+                        phase_name(s->phase), s->timeout, s->read_only ? "true" : "false", outstanding(s),
+                        (unsigned long long)s->incarnation));
   }
   TRY(zkw_text_printf(b, "]}\n"));
   return 0;

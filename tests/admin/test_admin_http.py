@@ -63,8 +63,9 @@ def test_every_path_answers(proxy, admin, kazoo_factory):
     assert s["upstream"] == zk_server_hostport(proxy)
     assert s["timeout_ms"] > 0 and s["outstanding"] == 0 and s["read_only"] is False
     assert re.fullmatch(r"127\.0\.0\.1:\d+", s["peer"])
-    assert sorted(s) == ["conn", "outstanding", "peer", "phase", "read_only", "session", "timeout_ms",
-                         "upstream"]
+    assert s["incarnation"] == 1  # the first new session of this zkwarden's identity
+    assert sorted(s) == ["conn", "incarnation", "outstanding", "peer", "phase", "read_only", "session",
+                         "timeout_ms", "upstream"]
 
     r = adm.get("/v1/reclaims")
     assert r.status == 200
