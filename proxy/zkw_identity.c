@@ -81,6 +81,7 @@ static void write_next(struct zkw_identity *id);
 static void fence_previous(struct zkw_identity *id);
 static void adopt_sessions(struct zkw_identity *id);
 static void capture_previous(struct zkw_identity *id);
+static void cancel_orphan(struct zkw_identity *id, int64_t session_id);
 
 static void claim_again_cb(uv_timer_t *t) {
   claim(t->data);
@@ -488,6 +489,7 @@ static void fence_previous(struct zkw_identity *id) {
     return;
   }
   if (id->fencing) return; /* fence_done comes back here */
+  cancel_orphan(id, id->prev.session); /* fenced here, not a second time as an orphan */
   if (!start_fence(id, id->prev.session, id->prev.passwd, id->prev.incarnation, NULL)) {
     id->prev.pending = false;
     release_waiting(id);
