@@ -130,7 +130,7 @@ static void conn_flush(struct admin_conn *c) {
 }
 
 /* Sends bytes: straight to the socket if nothing is queued, the rest queued.
- * Returns 0 or -ENOMEM. */
+ * Returns 0 or a negative error (libuv's, or -ENOMEM). */
 static int conn_send(struct admin_conn *c, const char *head, size_t hlen, const uint8_t *body, size_t blen) {
   if (!c->writing && !c->out.len) {
     uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hlen), uv_buf_init((char *)body, (unsigned)blen)};
