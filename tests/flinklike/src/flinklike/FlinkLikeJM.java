@@ -1245,7 +1245,9 @@ public final class FlinkLikeJM {
             stats.inc("unhandled_errors");
             log("unhandled Curator error: %s %s", msg, e);
         });
-        client.start();
+        long connectStart = now();
+        stats.set("connect_start_epoch_ms", connectStart);
+        client.start(); // the ConnectRequest goes out from here
 
         // Dispatcher side: the job graph store (one store instance, one UUID, for the
         // Dispatcher's lifetime) and its PathChildrenCache.
