@@ -1,0 +1,755 @@
+"""Incident drills: Flink-like JobManagers (tests/flinklike) against a 3-server
+ZooKeeper ensemble, each JM through its own zkwarden sidecar ("zkwarden") or
+straight to the ensemble ("direct", the baseline). See tests/drills/README.md.
+
+Run it with tests/drills/run.sh; this file needs /usr/bin/python3 (kazoo).
+"""
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import procs
+from procs import Ensemble, JM, Sidecar, wait_until
+
+try:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+except ImportError:  # pragma: no cover
+    sys.exit("drill: kazoo is missing: run under /usr/bin/python3 with python3-kazoo installed")
+
+JOB = "a5b1c0de0f1e2d3c4b5a69788796a5b4"
+SESSION_TIMEOUT_MS = 20000
+CHECKPOINT_MS = 100
+NUM_RETAINED = 10
+LEADER_TARGET_MS = 1000
+# Lines of the JM's ZooKeeper client log that mean a reply came out of order or
+# was malformed: the client drops the connection on them.
+REORDER_MARKERS = ("Xid out of order", "Unexpected reply", "Packet len", "Unreasonable length",
+                   "Nothing in the queue, but got")
+
+SCENARIOS = {
+    "restart": "1. leader kill -9, restarted at once",
+    "pod-restart": "2. leader and its sidecar kill -9, both restarted",
+    "superseded": "3. superseded incarnation alive with its locks",
+    "failover-cancel": "4. failover, old leader restarted as standby, cancel",
+    "zk-restart": "5. ZooKeeper server restart mid-checkpointing",
+}
+
+log = logging.getLogger("drill")
+
+
+class DrillError(Exception):
+    pass
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- ZooKeeper views
+
+class Inspector:
+    """The drill's own ZooKeeper session, straight to the ensemble: reads the
+    stores and performs the fault injections."""
+
+    def __init__(self, connect):
+        self.zk = KazooClient(hosts=connect, timeout=15.0)
+        self.zk.start(timeout=30)
+
+    def close(self):
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:
+            pass
+
+    def children(self, path):
+        try:
+            return self.zk.get_children(path)
+        except NoNodeError:
+            return []
+
+    def stat(self, path):
+        try:
+            return self.zk.exists(path)
+        except NoNodeError:
+            return None
+
+    def locks_of(self, state_path, layout):
+        """[(lock path, ephemeralOwner)] of one state node."""
+        base = state_path if layout == "1.7" else state_path + "/locks"
+        out = []
+        for c in self.children(base):
+            st = self.stat(base + "/" + c)
+            if st is not None:
+                out.append((base + "/" + c, st.ephemeralOwner))
+        return out
+
+    def scan(self, ns, layout):
+        cp_root = ns + ("/checkpoints/%s" % JOB if layout == "1.7" else "/jobs/%s/checkpoints" % JOB)
+        jg = ns + ("/jobgraphs/" if layout == "1.7" else "/execution-plans/") + JOB
+        checkpoints = {}
+        marked = set()
+        for c in self.children(cp_root):
+            try:
+                cid = int(c)
+            except ValueError:
+                continue
+            checkpoints[cid] = self.locks_of(cp_root + "/" + c, layout)
+            if layout != "1.7" and self.stat(cp_root + "/" + c + "/locks") is None:
+                # numChildren == 0: "marked for deletion", non-existent for Flink
+                marked.add(cid)
+        jst = self.stat(jg)
+        return {
+            "checkpoints": checkpoints,
+            "marked": marked,
+            "jobgraph_exists": jst is not None,
+            "jobgraph_children": jst.numChildren if jst is not None else 0,
+            "jobgraph_locks": self.locks_of(jg, layout) if jst is not None else [],
+        }
+
+    def latch_nodes(self, ns, layout):
+        if layout == "1.7":
+            roots = [ns + "/leaderlatch/" + c for c in ("dispatcher_lock", "resource_manager_lock",
+                                                         "rest_server_lock")]
+            roots.append(ns + "/leaderlatch/%s/job_manager_lock" % JOB)
+        else:
+            roots = [ns + "/leader/latch"]
+        out = []
+        for r in roots:
+            for c in self.children(r):
+                st = self.stat(r + "/" + c)
+                if st is not None:
+                    out.append((r + "/" + c, st.ephemeralOwner))
+        return out
+
+    def delete_latch_nodes_of(self, ns, layout, session):
+        """The fault injection of scenarios 3 and 4: the latch nodes of a session
+        that is still alive are deleted by name, as Curator's LeaderLatch does when
+        it moves to a new session (flink-zk-ha.md §3, case (b)). Its locks stay."""
+        n = 0
+        for path, owner in self.latch_nodes(ns, layout):
+            if owner == session:
+                try:
+                    self.zk.delete(path)
+                    n += 1
+                except NoNodeError:
+                    pass
+        return n
+
+
+def sid(hexstr):
+    return int(hexstr, 16) if hexstr else 0
+
+
+# ---------------------------------------------------------------- one scenario run
+
+class Run:
+    """One scenario in one layout and one mode, in its own cluster id (namespace)."""
+
+    def __init__(self, d, scenario, layout, mode):
+        self.d = d
+        self.scenario = scenario
+        self.layout = layout
+        self.mode = mode
+        self.tag = "%s-%s-%s" % (scenario, layout.replace(".", ""), mode)
+        self.cluster = self.tag
+        self.ns = "/flink/" + self.cluster
+        self.dir = d.workdir / self.tag
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.sidecars = {}
+        self.jms = {}
+        self.retired = []
+        self.retired_sidecars = []
+        self.error_kinds = {}
+        self.cycles = []
+        self.notes = []
+        self.failures = []
+        self.result = None
+        self.t0 = time.time()
+
+    # --- processes
+
+    def sidecar(self, name):
+        if self.mode != "zkwarden":
+            return None
+        if name not in self.sidecars:
+            sc = Sidecar(self.dir / "sidecars", name, self.d.ens.connect, "/zkwarden-" + self.cluster,
+                         log_level=self.d.args.zkwarden_log_level,
+                         extra_env={"ZKWARDEN_ORPHAN_GRACE_MS": str(self.d.args.orphan_grace_ms)})
+            sc.start()
+            self.sidecars[name] = sc
+        return self.sidecars[name]
+
+    def storage(self):
+        return self.dir / "storage" / self.cluster
+
+    def new_cluster(self, cluster):
+        """Stops every process and moves on to a fresh namespace (and registry)."""
+        self.stop_all()
+        self.retired.extend(self.jms.values())
+        self.retired_sidecars.extend(self.sidecars.values())
+        self.jms = {}
+        self.sidecars = {}
+        self.cluster = cluster
+        self.ns = "/flink/" + cluster
+
+    def jm(self, name, submit=False, extra=()):
+        if name not in self.jms:
+            sc = self.sidecar(name)
+            connect = sc.hostport if sc else self.d.ens.connect
+            args = ["--layout=" + self.layout, "--cluster-id=/" + self.cluster, "--job-id=" + JOB,
+                    "--checkpoint-interval-ms=%d" % CHECKPOINT_MS, "--num-retained=%d" % NUM_RETAINED,
+                    "--session-timeout-ms=%d" % SESSION_TIMEOUT_MS,
+                    "--storage-dir=%s" % self.storage(),
+                    "--rpc-host=%s.jm.local" % name]
+            if not self.d.args.ensemble_tracker:
+                args.append("--ensemble-tracker=false")
+            self.jms[name] = JM(name, self.dir / "jms", self.d.classpath, connect, args)
+        j = self.jms[name]
+        j.start(["--submit-job"] if submit else [])
+        return j
+
+    def stop_all(self):
+        for j in self.jms.values():
+            if j.alive():
+                j.stop(grace=10)
+        for sc in self.sidecars.values():
+            if sc.alive():
+                sc.stop()
+
+    # --- waits and measurements
+
+    def leader(self, since_ms=0, min_added=NUM_RETAINED + 1, timeout=None):
+        """Waits for a JM (alive, latest incarnation) whose job master got
+        leadership after since_ms and has added min_added checkpoints since."""
+        timeout = timeout or (SESSION_TIMEOUT_MS / 1000.0 + 40)
+
+        def find():
+            for j in self.jms.values():
+                if not j.alive() or j.stopped_state:
+                    continue
+                s = j.stats()
+                if (s.get("job_master_leader") and s.get("job_state") == "RUNNING"
+                        and s.get("job_master_epoch_ms", 0) >= since_ms
+                        and s.get("master_added", 0) >= min_added):
+                    return j, s
+            return None
+        return wait_until(find, timeout, interval=0.05, what="%s: a leader running the job" % self.tag)
+
+    def current_sessions(self):
+        out = set()
+        for j in self.jms.values():
+            if j.alive() and not j.stopped_state and not getattr(j, "frozen", False):
+                s = j.stats()
+                if s.get("session_id"):
+                    out.add(sid(s["session_id"]))
+        return out
+
+    def paused_scan(self, leader_jm):
+        """Pauses the leader's checkpointing, reads the store, resumes."""
+        leader_jm.control("pause")
+        seq = leader_jm.control_seq
+        s = leader_jm.wait_stats(lambda s: s.get("checkpoints_paused") and s.get("control_seq") == seq, 10,
+                                 "checkpointing paused")
+        view = self.d.insp.scan(self.ns, self.layout)
+        leader_jm.control("resume")
+        return s, view
+
+    def measure(self, view, retained):
+        live = self.current_sessions()
+        retained = set(retained or [])
+        # A state node a JM left "marked for deletion" (killed or frozen between
+        # delete(p/locks) and delete(p)) is skipped by every later recovery: a Flink
+        # leak, but no lock is involved and zkwarden must never delete state nodes.
+        # It is counted on its own, not as a lock leak.
+        marked = sorted(c for c in view["checkpoints"] if c not in retained and c in view["marked"])
+        leaked = sorted(c for c in view["checkpoints"] if c not in retained and c not in view["marked"])
+        stale = []
+        for cid, locks in view["checkpoints"].items():
+            stale += [p for p, owner in locks if owner not in live]
+        stale += [p for p, owner in view["jobgraph_locks"] if owner not in live]
+        return {"leaked": len(leaked), "leaked_ids": leaked[:20], "marked_left": len(marked),
+                "marked_ids": marked[:20], "stale": len(stale),
+                "stale_paths": stale[:10], "state_nodes": len(view["checkpoints"])}
+
+    def jm_totals(self):
+        """Errors and reordered replies over every incarnation of every JM."""
+        errors = 0
+        reordered = 0
+        unhandled = 0
+        bypassed = []
+        for j in list(self.jms.values()) + self.retired:
+            for n in range(1, j.n + 1):
+                s = j.stats(n)
+                errors += s.get("errors_total", 0)
+                for k, v in (s.get("errors") or {}).items():
+                    self.error_kinds["%s x%d (%s#%d)" % (k, v, j.name, n)] = 1
+                unhandled += s.get("unhandled_errors", 0)
+                text = j.log_text(n)
+                reordered += sum(text.count(m) for m in REORDER_MARKERS)
+                # through zkwarden the JM must only ever talk to its sidecar
+                if self.mode == "zkwarden" and any(x != j.connect for x in s.get("servers_seen", [])):
+                    bypassed.append("%s#%d" % (j.name, n))
+        return errors, reordered, unhandled, bypassed
+
+    def sidecar_problems(self):
+        out = []
+        for sc in list(self.sidecars.values()) + self.retired_sidecars:
+            name = sc.identity
+            if sc.proc is not None and sc.proc.poll() is not None and sc.proc.returncode not in (0, -9):
+                out.append("zkwarden %s exited with %s" % (name, sc.proc.returncode))
+            text = procs.tail(sc.log, limit=2_000_000)
+            for m in procs.zkharness.SANITIZER_MARKERS:
+                if m in text:
+                    out.append("zkwarden %s log contains %r" % (name, m))
+        return out
+
+
+# ---------------------------------------------------------------- scenarios
+
+def scenario_restart(r, cycles, pod=False):
+    """1/2: two JMs; each cycle the leader is killed -9 (with its sidecar when
+    pod=True) and restarted at once."""
+    r.jm("jm-0", submit=True)
+    r.leader(0)
+    j1 = r.jm("jm-1")
+    j1.wait_stats(lambda s: s.get("connected"), 30, "connected")
+    for c in range(1, cycles + 1):
+        lj, ls = r.leader(0, min_added=NUM_RETAINED + 1)
+        old_sid = ls.get("session_id")
+        t_kill = now_ms()
+        lj.kill9()
+        if pod and r.mode == "zkwarden":
+            r.sidecars[lj.name].kill9()
+            r.sidecars[lj.name].start()
+        lj.start()
+        t_start = now_ms()
+        nl, ns = r.leader(t_kill)
+        rs = lj.wait_stats(lambda s: s.get("connected_epoch_ms"), 30, "connected")
+        to_leader = ns["leader_epoch_ms"] - rs["connect_start_epoch_ms"]
+        s, view = r.paused_scan(nl)
+        m = r.measure(view, s.get("retained"))
+        cyc = {"cycle": c, "killed": lj.name, "killed_session": old_sid, "new_leader": nl.name,
+               "to_leader_ms": to_leader, "connect_ms": rs["connected_epoch_ms"] - rs["connect_start_epoch_ms"],
+               "kill_to_leader_ms": ns["leader_epoch_ms"] - t_kill,
+               "restart_to_leader_ms": ns["leader_epoch_ms"] - t_start,
+               "notempty": sum(j.stats().get("notempty", 0) for j in r.jms.values() if j.alive()),
+               "recovered": s.get("recovered")}
+        cyc.update(m)
+        r.cycles.append(cyc)
+        log.info("%s cycle %d: killed %s, %s leads %d ms after the restarted JM began to connect "
+                 "(session established after %d ms; %d ms after the kill); leaked %d, stale %d",
+                 r.tag, c, lj.name, nl.name, cyc["to_leader_ms"], cyc["connect_ms"], cyc["kill_to_leader_ms"],
+                 m["leaked"], m["stale"])
+        if r.d.args.quick and r.mode == "zkwarden" and cyc["to_leader_ms"] > LEADER_TARGET_MS:
+            r.notes.append("stopped after cycle %d: leadership took %d ms" % (c, cyc["to_leader_ms"]))
+            break
+
+
+def scenario_superseded(r, cycles):
+    """3: the old incarnation of jm-0 is frozen (SIGSTOP) with its session and
+    locks; its latch nodes are removed; a new incarnation starts and subsumes."""
+    j0 = r.jm("jm-0", submit=True)
+    r.leader(0)
+    for c in range(1, cycles + 1):
+        s_old = j0.stats()
+        old_sid = sid(s_old.get("session_id"))
+        old_n = j0.n
+        frozen = j0.proc
+        j0.sigstop()
+        removed = r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
+        t = now_ms()
+        # The new incarnation: same identity, same sidecar, a new process. The
+        # frozen one stays tracked (by pid) until the end of the cycle.
+        j0.proc = None
+        j0.start()
+        nl, ns = r.leader(t)
+        rs = j0.wait_stats(lambda s: s.get("connected_epoch_ms"), 30, "connected")
+        s, view = r.paused_scan(nl)
+        m = r.measure(view, s.get("retained"))
+        cyc = {"cycle": c, "old_incarnation": old_n, "old_session": hex(old_sid),
+               "latch_nodes_removed": removed, "to_leader_ms": ns["leader_epoch_ms"] - rs["connect_start_epoch_ms"],
+               "notempty": s.get("notempty", 0), "recovered": s.get("recovered")}
+        cyc.update(m)
+        r.cycles.append(cyc)
+        log.info("%s cycle %d: old #%d frozen (%d latch nodes removed), new #%d leads %d ms after it began to connect; "
+                 "NOTEMPTY %d, leaked %d, stale %d", r.tag, c, old_n, removed, j0.n, cyc["to_leader_ms"],
+                 cyc["notempty"], m["leaked"], m["stale"])
+        # end of the cycle: the frozen process dies (kill -9)
+        try:
+            os.kill(frozen.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        frozen.wait(10)
+        procs._untrack(frozen)
+
+
+def scenario_failover_cancel(r, cycles):
+    """4: jm-0 leads, jm-1 stands by; jm-0 is killed -9 and restarted at once as
+    standby, the old session's latch nodes are removed if it still lives (so jm-1
+    leads while that session's locks stay); jm-1 cancels the job."""
+    for c in range(1, cycles + 1):
+        if c > 1:
+            # a fresh job in a fresh namespace for every cycle
+            r.new_cluster("%s-%d" % (r.tag, c))
+        j0 = r.jm("jm-0", submit=True)
+        r.leader(0)
+        j1 = r.jm("jm-1")
+        j1.wait_stats(lambda s: s.get("connected"), 30, "connected")
+        old_sid = sid(j0.stats().get("session_id"))
+        t_kill = now_ms()
+        j0.kill9()
+        j0.start()
+        rs = j0.wait_stats(lambda s: s.get("connected_epoch_ms"), 30, "connected")
+        removed = r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
+        nl, ns = r.leader(t_kill)
+        s, view = r.paused_scan(nl)
+        m = r.measure(view, s.get("retained"))
+        nl.control("cancel")
+        nl.wait_stats(lambda s: s.get("cancelled") and s.get("jobgraph_remove_attempts", 0) >= 1, 30,
+                      "cancel and first job graph removal")
+        time.sleep(r.d.args.cancel_check_s)
+        after = r.d.insp.scan(r.ns, r.layout)
+        fs = nl.stats()
+        left = after["jobgraph_exists"] and not (r.layout == "current" and after["jobgraph_children"] == 0)
+        cyc = {"cycle": c, "old_session": hex(old_sid), "latch_nodes_removed": removed,
+               "new_leader": nl.name,
+               "to_leader_ms": ns["leader_epoch_ms"] - rs["connect_start_epoch_ms"],
+               "connect_ms": rs["connected_epoch_ms"] - rs["connect_start_epoch_ms"],
+               "notempty": s.get("notempty", 0),
+               "jobgraph_left": 1 if left else 0,
+               "jobgraph_notempty": fs.get("jobgraph_notempty", 0),
+               "jobgraph_remove_attempts": fs.get("jobgraph_remove_attempts", 0),
+               "checkpoints_after_cancel": len(after["checkpoints"]),
+               # state files of the job still there after the cancel: never discarded
+               "state_files_left": count_state_files(r.storage())}
+        cyc.update(m)
+        if r.d.args.wait_cleanup and left and r.layout == "current":
+            # the current layout retries: how long until the execution plan goes?
+            try:
+                fin = nl.wait_stats(lambda s: s.get("jobgraph_removed"), SESSION_TIMEOUT_MS / 1000.0 + 40,
+                                    "execution plan removed")
+                cyc["jobgraph_removed_after_ms"] = fin.get("jobgraph_removed_after_ms")
+            except TimeoutError:
+                cyc["jobgraph_removed_after_ms"] = None
+        r.cycles.append(cyc)
+        log.info("%s cycle %d: %s leads %d ms after the restarted jm-0 began to connect (%d latch nodes removed); "
+                 "NOTEMPTY %d, leaked %d, stale %d; after cancel: job graph %s (%d NOTEMPTY)",
+                 r.tag, c, nl.name, cyc["to_leader_ms"], removed, cyc["notempty"], m["leaked"], m["stale"],
+                 "LEFT" if left else "removed", cyc["jobgraph_notempty"])
+
+
+def count_state_files(storage):
+    d = storage / JOB
+    if not d.is_dir():
+        return 0
+    return sum(1 for f in d.iterdir() if f.name.startswith("chk-"))
+
+
+def scenario_zk_restart(r, cycles):
+    """5: the ZooKeeper server that holds the leader's connection is restarted
+    while the leader checkpoints."""
+    r.jm("jm-0", submit=True)
+    r.leader(0)
+    j1 = r.jm("jm-1")
+    j1.wait_stats(lambda s: s.get("connected"), 30, "connected")
+    for c in range(1, cycles + 1):
+        lj, ls = r.leader(0)
+        added_before = sum(j.stats().get("added", 0) for j in r.jms.values() if j.alive())
+        server = r.d.ens.server_of_session(ls.get("session_id", ""))
+        if server is None:
+            raise DrillError("no server shows session %s in cons" % ls.get("session_id"))
+        was_leader = r.d.ens.leader_id() == server
+        t = now_ms()
+        r.d.ens.restart_server(server, down_for=r.d.args.zk_down_s)
+
+        def progressed():
+            tot = sum(j.stats().get("added", 0) for j in r.jms.values() if j.alive())
+            return tot >= added_before + NUM_RETAINED + 1
+        wait_until(progressed, SESSION_TIMEOUT_MS / 1000.0 + 40, interval=0.1,
+                   what="%s: checkpoints after the server restart" % r.tag)
+        nl, ns = r.leader(0, min_added=1)
+        s, view = r.paused_scan(nl)
+        m = r.measure(view, s.get("retained"))
+        # leaderless gap: from the revoke (after the restart began) to the next grant
+        revokes = [j.stats().get("revoke_epoch_ms", 0) for j in r.jms.values() if j.alive()]
+        revokes = [x for x in revokes if x >= t]
+        gap = ns["leader_epoch_ms"] - min(revokes) if revokes and ns.get("leader_epoch_ms", 0) > t else 0
+        cyc = {"cycle": c, "server": server, "server_was_quorum_leader": was_leader,
+               "leader_after": nl.name, "to_leader_ms": gap,
+               "revokes": sum(j.stats().get("revokes", 0) for j in r.jms.values() if j.alive()),
+               "notempty": s.get("notempty", 0)}
+        cyc.update(m)
+        r.cycles.append(cyc)
+        log.info("%s cycle %d: restarted zk%d (%s); leader %s (re-granted %d ms after); leaked %d, stale %d",
+                 r.tag, c, server, "quorum leader" if was_leader else "follower", nl.name, gap, m["leaked"],
+                 m["stale"])
+
+
+# ---------------------------------------------------------------- the drill
+
+class Drill:
+    def __init__(self, args):
+        self.args = args
+        self.workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="zkwarden-drill."))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ens = None
+        self.insp = None
+        self.runs = []
+        self.classpath = None
+
+    def setup(self):
+        t = time.time()
+        self.classpath = procs.build_flinklike()
+        log.info("JM stand-in built (%.1f s)", time.time() - t)
+        t = time.time()
+        self.ens = Ensemble(self.workdir / "ensemble").start()
+        log.info("ensemble up in %.1f s: %s", time.time() - t, self.ens.connect)
+        self.insp = Inspector(self.ens.connect)
+
+    def teardown(self):
+        if self.insp:
+            self.insp.close()
+        procs.stop_all_started()
+
+    def run_one(self, scenario, layout, mode):
+        r = Run(self, scenario, layout, mode)
+        self.runs.append(r)
+        cycles = self.args.cycles
+        log.info("=== %s / %s / %s", SCENARIOS[scenario], layout, mode)
+        try:
+            if scenario == "restart":
+                scenario_restart(r, cycles)
+            elif scenario == "pod-restart":
+                scenario_restart(r, cycles, pod=True)
+            elif scenario == "superseded":
+                scenario_superseded(r, self.args.repeat)
+            elif scenario == "failover-cancel":
+                scenario_failover_cancel(r, self.args.repeat)
+            elif scenario == "zk-restart":
+                scenario_zk_restart(r, self.args.repeat)
+        except Exception as e:
+            r.failures.append("%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else ""))
+            log.error("%s failed: %s", r.tag, e)
+            log.debug("%s", traceback.format_exc())
+        finally:
+            try:
+                errors, reordered, unhandled, bypassed = r.jm_totals()
+            except Exception as e:  # measurement must not hide the scenario's own failure
+                errors, reordered, unhandled, bypassed = -1, -1, -1, []
+                r.failures.append("totals: %s" % e)
+            r.stop_all()
+            problems = r.sidecar_problems()
+            r.result = summarize(r, errors, reordered, unhandled, bypassed, problems)
+            r.elapsed = time.time() - r.t0
+            log.info("--- %s done in %.0f s: %s", r.tag, r.elapsed, json.dumps(r.result))
+        return r
+
+
+def summarize(r, errors, reordered, unhandled, bypassed, problems):
+    cy = r.cycles
+    to = [c["to_leader_ms"] for c in cy if c.get("to_leader_ms") is not None]
+    res = {
+        "scenario": r.scenario, "layout": r.layout, "mode": r.mode, "cycles": len(cy),
+        "leaked": sum(c.get("leaked", 0) for c in cy),
+        "leaked_max": max([c.get("leaked", 0) for c in cy] or [0]),
+        "notempty": max([c.get("notempty", 0) for c in cy] or [0]),
+        "stale": sum(c.get("stale", 0) for c in cy),
+        "stale_max": max([c.get("stale", 0) for c in cy] or [0]),
+        "jobgraph_left": sum(c.get("jobgraph_left", 0) for c in cy) if r.scenario == "failover-cancel" else None,
+        "to_leader_ms_median": int(statistics.median(to)) if to else None,
+        "to_leader_ms_max": max(to) if to else None,
+        "to_leader_ms_min": min(to) if to else None,
+        "errors": errors, "reordered": reordered, "unhandled": unhandled,
+        "bypassed": bypassed, "failures": r.failures + problems, "notes": r.notes,
+    }
+    if r.scenario == "failover-cancel":
+        res["jobgraph_removed_after_ms"] = [c.get("jobgraph_removed_after_ms") for c in cy
+                                            if "jobgraph_removed_after_ms" in c]
+    res["error_kinds"] = sorted(r.error_kinds)
+    res["marked_left"] = sum(c.get("marked_left", 0) for c in cy)
+    if res["marked_left"]:
+        r.notes.append("%d checkpoint state node(s) left marked for deletion by a kill/freeze mid-removal "
+                       "(not a lock leak)" % res["marked_left"])
+    if r.scenario == "failover-cancel":
+        res["state_files_left"] = sum(c.get("state_files_left", 0) for c in cy)
+    return res
+
+
+# ---------------------------------------------------------------- verdicts
+
+def verdict(res, args):
+    """(ok, reasons) of one result against what its mode must show."""
+    why = []
+    if res["failures"]:
+        why += res["failures"]
+    if res["cycles"] == 0:
+        why.append("no cycle completed")
+        return False, why
+    sc = res["scenario"]
+    if res["mode"] == "zkwarden":
+        if res["leaked"]:
+            why.append("%d leaked checkpoint znodes" % res["leaked"])
+        if res["stale"]:
+            why.append("%d stale locks" % res["stale"])
+        if res["jobgraph_left"]:
+            why.append("job graph left after cancel")
+        if sc in ("restart", "pod-restart", "superseded", "failover-cancel") and \
+                (res["to_leader_ms_max"] or 0) > LEADER_TARGET_MS:
+            why.append("leadership after %d ms (target %d)" % (res["to_leader_ms_max"], LEADER_TARGET_MS))
+        if res["reordered"]:
+            why.append("%d reordered/malformed replies seen by the JM" % res["reordered"])
+        if res["bypassed"]:
+            why.append("JM left the sidecar (ensemble tracker): %s" % ",".join(res["bypassed"]))
+        if sc != "zk-restart" and res["errors"]:
+            why.append("%d failed requests seen by the JM" % res["errors"])
+    else:
+        # The baseline must show the incident, or the drill cannot fail.
+        if sc == "restart" and (res["to_leader_ms_min"] or 0) < 0.75 * SESSION_TIMEOUT_MS:
+            why.append("baseline did not wait for the session timeout (min %s ms)" % res["to_leader_ms_min"])
+        if sc == "superseded" and not res["leaked"]:
+            why.append("baseline shows no leaked checkpoint")
+        if sc == "failover-cancel" and not res["jobgraph_left"]:
+            why.append("baseline shows no job graph left after cancel")
+        if res["reordered"]:
+            why.append("%d reordered/malformed replies seen by the JM (direct!)" % res["reordered"])
+    return not why, why
+
+
+def fmt(v):
+    if v is None:
+        return "–"
+    return str(v)
+
+
+def table(results):
+    lines = ["| scenario | layout | mode | cycles | leaked znodes (max/cycle) | NOTEMPTY on subsume | "
+             "stale locks | job graph left after cancel | to leader, ms (median / max) | "
+             "JM failed requests | reordered | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        ok, why = res["verdict"]
+        lines.append("| %s | %s | %s | %d | %d (%d) | %d | %d | %s | %s / %s | %d | %d | %s |" % (
+            SCENARIOS[res["scenario"]], res["layout"], res["mode"], res["cycles"], res["leaked"],
+            res["leaked_max"], res["notempty"], res["stale"], fmt(res["jobgraph_left"]),
+            fmt(res["to_leader_ms_median"]), fmt(res["to_leader_ms_max"]), res["errors"], res["reordered"],
+            "ok" if ok else "FAIL: " + "; ".join(why)))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="tests/drills/run.sh", description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="both layouts, 3 cycles, pass/fail exit code")
+    ap.add_argument("--direct-only", action="store_true", help="only the baseline (no zkwarden)")
+    ap.add_argument("--zkwarden-only", action="store_true", help="only through zkwarden")
+    ap.add_argument("--layouts", default="1.7,current")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--cycles", type=int, default=None, help="kill/restart cycles (quick 3, full 50)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="repetitions of scenarios 3-5 (quick 1, full 10)")
+    ap.add_argument("--workdir", default=None, help="default: a new /tmp/zkwarden-drill.* (kept on failure)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--json", default=None, help="write every result and cycle to this file")
+    ap.add_argument("--no-ensemble-tracker", dest="ensemble_tracker", action="store_false",
+                    help="start the JMs with Curator's ensemble tracker off")
+    ap.add_argument("--zkwarden-log-level", default="info")
+    ap.add_argument("--orphan-grace-ms", type=int, default=10000)
+    ap.add_argument("--cancel-check-s", type=float, default=2.0,
+                    help="seconds after the cancel at which leftover job graphs are counted")
+    ap.add_argument("--zk-down-s", type=float, default=2.0,
+                    help="scenario 5: seconds the restarted ZooKeeper server stays down")
+    ap.add_argument("--wait-cleanup", action="store_true",
+                    help="current layout: also wait for the retried execution-plan removal")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    if args.cycles is None:
+        args.cycles = 3 if args.quick else 50
+    if args.repeat is None:
+        args.repeat = 1 if args.quick else 10
+    if not args.quick:
+        args.wait_cleanup = True
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    modes = ["direct", "zkwarden"]
+    if args.direct_only:
+        modes = ["direct"]
+    if args.zkwarden_only:
+        modes = ["zkwarden"]
+    layouts = [x for x in args.layouts.split(",") if x]
+    scenarios = [x for x in args.scenarios.split(",") if x]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            sys.exit("unknown scenario %s (known: %s)" % (s, ", ".join(SCENARIOS)))
+    if "zkwarden" in modes and not os.access(procs.zkwarden_binary(), os.X_OK):
+        sys.exit("drill: zkwarden binary %s not found: build it (cmake), set ZKW_BIN, or use --direct-only"
+                 % procs.zkwarden_binary())
+
+    d = Drill(args)
+    t0 = time.time()
+    results = []
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt()
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        d.setup()
+        for layout in layouts:
+            for sc in scenarios:
+                for mode in modes:
+                    if sc == "pod-restart" and mode == "direct":
+                        # without a sidecar a pod restart is a JM restart: scenario 1
+                        continue
+                    r = d.run_one(sc, layout, mode)
+                    r.result["verdict"] = verdict(r.result, args)
+                    r.result["elapsed_s"] = round(r.elapsed, 1)
+                    r.result["cycle_details"] = r.cycles
+                    results.append(r.result)
+    except KeyboardInterrupt:
+        log.error("interrupted")
+    finally:
+        d.teardown()
+    elapsed = time.time() - t0
+    print()
+    print("## Incident drills (%s, %s, session timeout %d s, checkpoint every %d ms, num-retained %d)"
+          % ("quick" if args.quick else "full", time.strftime("%Y-%m-%d"), SESSION_TIMEOUT_MS // 1000,
+             CHECKPOINT_MS, NUM_RETAINED))
+    print()
+    print(table(results))
+    print()
+    for res in results:
+        for n in res["notes"]:
+            print("- %s / %s / %s: %s" % (res["scenario"], res["layout"], res["mode"], n))
+        for e in res.get("error_kinds", []):
+            print("- %s / %s / %s: JM error %s" % (res["scenario"], res["layout"], res["mode"], e))
+    print("to leader: from the restarted JM beginning to connect (Curator start; JVM start-up excluded) "
+          "to a JM holding leadership "
+          "(scenario 5: from the revoke caused by the server restart to the next grant). "
+          "Work directory: %s" % d.workdir)
+    print("drill time: %.0f s" % elapsed)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    ok = bool(results) and all(r["verdict"][0] for r in results)
+    expected = len([1 for l in layouts for s in scenarios for m in modes
+                    if not (s == "pod-restart" and m == "direct")])
+    if len(results) != expected:
+        ok = False
+    if ok and not args.keep and not args.workdir:
+        shutil.rmtree(d.workdir, ignore_errors=True)
+    print("RESULT: %s" % ("PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
