@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <uv.h>
 
 typedef int (*parse_fn)(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                         size_t whylen);
@@ -322,4 +323,19 @@ void zkw_config_help(FILE *out) {
   fprintf(out, "  %-30s %s\n  %-30s default: %s\n", env, help, "", help_default(def));
   ZKW_CONFIG_VARS(ZKW_X_HELP)
 #undef ZKW_X_HELP
+}
+
+void zkw_config_upstream_list(const struct zkw_config *cfg, char *out, size_t cap) {
+  size_t n = 0;
+  if (cap) out[0] = 0;
+  for (int i = 0; i < cfg->upstream_count && n < cap; i++)
+    n += (size_t)snprintf(out + n, cap - n, "%s%s:%s", i ? "," : "", cfg->upstream[i].host,
+                          cfg->upstream[i].port);
+}
+
+bool zkw_hostport_numeric(const struct zkw_hostport *hp, struct sockaddr_storage *out) {
+  int port = atoi(hp->port);
+  memset(out, 0, sizeof *out);
+  return uv_ip4_addr(hp->host, port, (struct sockaddr_in *)out) == 0 ||
+         uv_ip6_addr(hp->host, port, (struct sockaddr_in6 *)out) == 0;
 }

@@ -89,6 +89,11 @@ struct zkw_config {
 int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err, size_t errlen)
     __attribute__((warn_unused_result));
 void zkw_config_print(const struct zkw_config *cfg, FILE *out);
+/* ZKWARDEN_UPSTREAM as "host:port,host:port" (libzookeeper's host string). */
+void zkw_config_upstream_list(const struct zkw_config *cfg, char *out, size_t cap);
+/* The address of a numeric host:port (IPv4 or IPv6); false for a name,
+ * which has to be resolved. */
+bool zkw_hostport_numeric(const struct zkw_hostport *hp, struct sockaddr_storage *out);
 void zkw_config_help(FILE *out);
 
 #endif

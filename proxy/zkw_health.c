@@ -282,15 +282,9 @@ static void attempt(void) {
   }
   const struct zkw_hostport *hp = &cfg->upstream[h.idx];
   snprintf(h.name, sizeof h.name, "%s:%s", hp->host, hp->port);
-  union {
-    struct sockaddr sa;
-    struct sockaddr_in in4;
-    struct sockaddr_in6 in6;
-  } addr;
-  memset(&addr, 0, sizeof addr);
-  int port = atoi(hp->port);
-  if (uv_ip4_addr(hp->host, port, &addr.in4) == 0 || uv_ip6_addr(hp->host, port, &addr.in6) == 0) {
-    connect_addr(&addr.sa);
+  struct sockaddr_storage addr;
+  if (zkw_hostport_numeric(hp, &addr)) {
+    connect_addr((struct sockaddr *)&addr);
     return;
   }
   struct addrinfo hints;

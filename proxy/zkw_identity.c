@@ -135,14 +135,20 @@ static void list_append(struct zkw_session **head, struct zkw_session *s, enum z
   *p = s;
 }
 
+/* Takes the first session off an identity list. */
+static struct zkw_session *list_pop(struct zkw_session **head) {
+  struct zkw_session *s = *head;
+  *head = s->id_next;
+  s->id_next = NULL;
+  s->id_list = ZKW_ID_NONE;
+  return s;
+}
+
 /* Lets every held ConnectRequest go on. */
 static void release_waiting(struct zkw_identity *id) {
   uv_timer_stop(&id->fence_timer);
   while (id->waiting) {
-    struct zkw_session *s = id->waiting;
-    id->waiting = s->id_next;
-    s->id_next = NULL;
-    s->id_list = ZKW_ID_NONE;
+    struct zkw_session *s = list_pop(&id->waiting);
     s->hold_connect = false;
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
     session_unref(s);
@@ -367,14 +373,9 @@ static void record_written(void *arg, const struct zkw_zk_result *r) {
  * change of `dead`. One write at a time. */
 static void write_next(struct zkw_identity *id) {
   if (id->writing || id->state != ZKW_REG_OWNER || !id->rec_loaded || id->stopping) return;
-  struct zkw_session *s = id->writers;
-  if (s) {
-    id->writers = s->id_next;
-    s->id_next = NULL;
-    s->id_list = ZKW_ID_WRITING;
-  } else {
-    return;
-  }
+  if (!id->writers) return;
+  struct zkw_session *s = list_pop(&id->writers);
+  s->id_list = ZKW_ID_WRITING;
   struct record_write *w = calloc(1, sizeof *w);
   if (!w) {
     finish_write(&(struct record_write){.id = id, .s = s}, false); /* not reached in practice */
@@ -427,14 +428,6 @@ static void write_dead(struct zkw_identity *id, uint64_t dead) {
 
 static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *arg);
 
-static void join_hosts(const struct zkw_config *cfg, char *out, size_t cap) {
-  size_t n = 0;
-  out[0] = 0;
-  for (int i = 0; i < cfg->upstream_count && n < cap; i++)
-    n += (size_t)snprintf(out + n, cap - n, "%s%s:%s", i ? "," : "", cfg->upstream[i].host,
-                          cfg->upstream[i].port);
-}
-
 /* True if session is the current incarnation's and attached through this
  * sidecar right now: it is never fenced, whatever a caller asked. */
 static bool is_live_current(const struct zkw_identity *id, int64_t session) {
@@ -453,7 +446,7 @@ static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t 
     return false;
   }
   struct zkw_fence *f = &id->fence;
-  join_hosts(id->srv->cfg, f->hosts, sizeof f->hosts);
+  zkw_config_upstream_list(id->srv->cfg, f->hosts, sizeof f->hosts);
   f->session_id = session;
   memcpy(f->passwd, passwd, sizeof f->passwd);
   f->timeout_ms = (int)id->srv->cfg->fence_timeout_ms;
@@ -488,7 +481,7 @@ static void fence_previous(struct zkw_identity *id) {
     release_waiting(id);
     return;
   }
-  if (id->fencing) return; /* fence_done comes back here */
+  if (id->fencing) return;             /* fence_done comes back here */
   cancel_orphan(id, id->prev.session); /* fenced here, not a second time as an orphan */
   if (!start_fence(id, id->prev.session, id->prev.passwd, id->prev.incarnation, NULL)) {
     id->prev.pending = false;
@@ -733,7 +726,7 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
         "ZKWARDEN_REGISTRY_AUTH is not set: the registry (which holds session passwords) gets a world "
         "ACL; anyone who can reach the ensemble can read it");
   char hosts[4096];
-  join_hosts(cfg, hosts, sizeof hosts);
+  zkw_config_upstream_list(cfg, hosts, sizeof hosts);
   int rc = zkw_zk_open(&id->zk, srv->loop, hosts, REGISTRY_SESSION_MS,
                        cfg->registry_auth[0] ? cfg->registry_auth : NULL, on_registry_event, id);
   if (rc) {
@@ -752,10 +745,7 @@ void zkw_identity_stop(struct zkw_identity *id) {
   id->stopping = true;
   release_waiting(id);
   while (id->writers) {
-    struct zkw_session *s = id->writers;
-    id->writers = s->id_next;
-    s->id_next = NULL;
-    s->id_list = ZKW_ID_NONE;
+    struct zkw_session *s = list_pop(&id->writers);
     s->hold_response = false;
     session_unref(s);
   }

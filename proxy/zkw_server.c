@@ -61,11 +61,8 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
   uv_signal_start(&srv->sig_int, on_signal, SIGINT);
 
-  char ups[1024] = "";
-  size_t n = 0;
-  for (int i = 0; i < cfg->upstream_count && n < sizeof ups; i++)
-    n += (size_t)snprintf(ups + n, sizeof ups - n, "%s%s:%s", i ? "," : "", cfg->upstream[i].host,
-                          cfg->upstream[i].port);
+  char ups[1024];
+  zkw_config_upstream_list(cfg, ups, sizeof ups);
   snprintf(srv->listen_name, sizeof srv->listen_name, "%s", where);
   zkw_log_info("zkwarden %s listening on %s, upstream %s", ZKW_VERSION, where, ups);
   /* Without a usable registry the proxy still relays: the error is logged. */
