@@ -38,21 +38,29 @@ def prepare(target, kazoo_factory, root):
     setup.stop()
 
 
-def test_reconnect_kazoo_keeps_session(private_target, private_zk, kazoo_factory):
+@pytest.mark.parametrize("down_for", [0, 12], ids=["restart", "down-12s"])
+def test_reconnect_kazoo_keeps_session(private_target, private_zk, kazoo_factory, down_for):
+    """down-12s: the server stays down longer than zkwarden's default
+    ZKWARDEN_ORPHAN_GRACE_MS (10 s) but well within the 30 s session: the
+    session is alive on the server and its client re-attaches it as soon as
+    the server is back, so nothing may fence it in between."""
     root = "/reconnect-kazoo"
     prepare(private_target, kazoo_factory, root)
-    c = kazoo_factory(private_target, timeout=20)
+    # kazoo gives one connection attempt session_timeout / len(hosts): with
+    # the address six times, 5 s. A server that is still starting may accept
+    # a connection and never answer it; a 30 s attempt would outlive the session.
+    c = kazoo_factory(",".join([private_target.hostport] * 6), timeout=30)
     states = States(c)
     c.create(root + "/eph", b"", ephemeral=True)
     sid = c.client_id[0]
 
-    private_zk.restart()
+    private_zk.restart(down_for=down_for)
 
     states.wait_for(KazooState.SUSPENDED)
     with states.cond:
         assert states.cond.wait_for(
             lambda: KazooState.CONNECTED in states.seen[states.seen.index(KazooState.SUSPENDED):],
-            30), "no reconnect: %s" % states.seen
+            45), "no reconnect: %s" % states.seen
     assert KazooState.LOST not in states.seen
     assert c.client_id[0] == sid
     assert c.exists(root + "/eph").ephemeralOwner == sid
@@ -107,6 +115,7 @@ class LineProc:
             except (OSError, subprocess.TimeoutExpired):
                 self.p.kill()
                 self.p.wait(10)
+        self.t.join(10)     # every line the process wrote, read
         self.err.close()
         return self.p.returncode
 
@@ -141,8 +150,8 @@ def test_reconnect_rearms_watches(client, private_target, private_zk, kazoo_fact
     if client == "cclient":
         cmd = [cclient_binary(build_dir), "reconnect", private_target.hostport, root]
     else:
-        cmd = request.getfixturevalue("java_classes").cmd("ReconnectWatch",
-                                                          private_target.hostport, root)
+        cmd = request.getfixturevalue("java_classes").cmd(
+            "ReconnectWatch", ",".join([private_target.hostport] * 6), root)
     proc = LineProc(cmd, tmp_path / ("%s.stderr" % client))
     try:
         ready = proc.expect(r"^READY [0-9a-f]+$")
@@ -152,7 +161,7 @@ def test_reconnect_rearms_watches(client, private_target, private_zk, kazoo_fact
         t0 = time.monotonic()
         private_zk.restart()
         gone = proc.expect(spec["disconnected"], mark)
-        back = proc.expect(spec["connected"], gone)
+        back = proc.expect(spec["connected"], gone, timeout=45)
         reconnect_s = time.monotonic() - t0
 
         # nothing but session events between the restart and the changes:
@@ -177,12 +186,12 @@ def test_reconnect_rearms_watches(client, private_target, private_zk, kazoo_fact
         assert proc.lines[i] == "SID " + sid
         assert proc.lines[proc.expect(r"^EPH ", i)] == "EPH owner=self"
         assert other.exists(root + "/eph").ephemeralOwner == int(sid, 16)
-        assert back > gone and reconnect_s < 30
+        assert back > gone and reconnect_s < 45
     finally:
         rc = proc.close()
     assert rc == 0, "%s exited with %s; stderr:\n%s" % (
         client, rc, (tmp_path / ("%s.stderr" % client)).read_text(errors="replace"))
-    assert proc.lines[-1] == "BYE"
+    assert "BYE" in proc.lines   # (a Closed event may come after it)
     watch_events = [line for line in proc.lines[changes_at:]
                     if line.startswith("EVENT ") and not re.match(spec["session_event"], line)]
     assert sorted(watch_events) == sorted(spec["expected"])

@@ -7,7 +7,7 @@
  *       reduced to its deterministic fields, errors as "!ZNAME"), then "DONE".
  *
  *   zkw_cclient_workload reconnect <host:port> <root>
- *       For the reconnect test: opens a session, creates <root>/eph
+ *       For the reconnect test: opens a session (30 s), creates <root>/eph
  *       (ephemeral), sets a data and a child watch on <root>/watched and an
  *       exists watch on the missing <root>/later, prints "READY <sid>", then
  *       prints every event as it arrives ("EVENT <type> <state> <path>") and
@@ -266,9 +266,9 @@ static int add_auth_sync(zhandle_t *zh, const char *scheme, const char *cred)
 
 /* ------------------------------------------------------------------ helpers */
 
-static zhandle_t *connect_to(const char *hostport, const clientid_t *cid)
+static zhandle_t *connect_to(const char *hostport, int timeout_ms)
 {
-    zhandle_t *zh = zookeeper_init(hostport, session_watcher, 10000, cid, NULL, 0);
+    zhandle_t *zh = zookeeper_init(hostport, session_watcher, timeout_ms, NULL, NULL, 0);
     if (zh == NULL) {
         fprintf(stderr, "zookeeper_init(%s) failed: %s\n", hostport, strerror(errno));
         exit(2);
@@ -423,7 +423,7 @@ static int run_workload(const char *hostport)
     char sbuf[128], rbuf[PATH_MAX_LEN];
     int rc, from;
 
-    zh = connect_to(hostport, NULL);
+    zh = connect_to(hostport, 10000);
     g_self_sid = zoo_client_id(zh)->client_id;
 
     /* create, create2, modes */
@@ -595,7 +595,9 @@ static int run_reconnect(const char *hostport)
     char line[256], buf[64];
     int len = sizeof buf, rc;
 
-    zh = connect_to(hostport, NULL);
+    /* 30 s: the client may spend 2/3 of it on one connection attempt to a
+     * server that is still starting, and must still find its session */
+    zh = connect_to(hostport, 30000);
     g_self_sid = zoo_client_id(zh)->client_id;
     rc = zoo_create(zh, P("/eph"), "e", 1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
     if (rc != ZOK) {

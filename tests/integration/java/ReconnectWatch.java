@@ -2,7 +2,7 @@
 //
 // usage: java ReconnectWatch <host:port> <root>
 //
-// Opens a session (10 s), creates <root>/eph (ephemeral), sets a data and a
+// Opens a session (30 s), creates <root>/eph (ephemeral), sets a data and a
 // child watch on <root>/watched, an exists watch on the missing <root>/later
 // and a persistent-recursive watch on <root>/tree (so that the reconnect
 // sends SetWatches2), prints "READY <sid hex>", then prints every event as
@@ -49,7 +49,11 @@ public class ReconnectWatch {
                 connected.countDown();
             }
         };
-        ZooKeeper zk = new ZooKeeper(connect, 10000, w);
+        // 30 s, and the caller repeats the address in the connect string: one
+        // connection attempt gets 30 s / (number of addresses), so a server
+        // that accepts but does not answer while it starts cannot use up the
+        // whole session timeout.
+        ZooKeeper zk = new ZooKeeper(connect, 30000, w);
         if (!connected.await(20, TimeUnit.SECONDS)) {
             System.err.println("no connection to " + connect);
             System.exit(2);
