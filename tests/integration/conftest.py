@@ -13,6 +13,7 @@ Environment:
   ZKW_DIRECT_ONLY=1   skip everything that needs the zkwarden binary
   ZKW_BIN             zkwarden binary (default <repo>/build/zkwarden)
   ZKW_BUILD_DIR       build directory (default <repo>/build), for the C client
+  ZKW_CCLIENT         the C client workload binary itself (overrides ZKW_BUILD_DIR)
   ZKW_LOG_LEVEL       zkwarden log level (default info)
 """
 

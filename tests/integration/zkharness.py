@@ -5,6 +5,7 @@ Every process started here is tracked by its pid and stopped by that pid.
 Everything listens on and connects to 127.0.0.1 only.
 """
 
+import itertools
 import os
 import signal
 import socket
@@ -180,6 +181,9 @@ class ZkServer:
         return self.proc is not None and self.proc.poll() is None
 
 
+_IDENTITY_SEQ = itertools.count(1)
+
+
 def default_zkwarden_bin():
     return os.environ.get("ZKW_BIN") or str(REPO / "build" / "zkwarden")
 
@@ -218,6 +222,9 @@ class Zkwarden:
                 "cmake, or run with ZKW_DIRECT_ONLY=1)" % self.binary)
         env = dict(os.environ)
         env.update({
+            # One identity per process, as one sidecar per JobManager: the
+            # registry in the shared server outlives each test's zkwarden.
+            "ZKWARDEN_IDENTITY": "itest-%d-%d" % (os.getpid(), next(_IDENTITY_SEQ)),
             "ZKWARDEN_UPSTREAM": ",".join(self.upstreams),
             "ZKWARDEN_LISTEN": self.hostport,
             "ZKWARDEN_ADMIN_LISTEN": "%s:%d" % (HOST, self.admin_port),
