@@ -25,7 +25,9 @@ def big_data():
 
 
 def many_names():
-    return ["n%05d" % i for i in range(MANY)]
+    # 105-byte names: the getChildren reply is 1,090,020 bytes, over the
+    # 1 MiB that Java clients and the server accept inbound (design section 9)
+    return ["n%05d-%s" % (i, "x" * 98) for i in range(MANY)]
 
 
 def _serialize_create(path, data, acl, flags):
@@ -232,6 +234,8 @@ def run(target_hostport, root, kazoo_factory):
     T.add("many children count", len(kids))
     T.add("many children equal", kids == many_names())
     T.add("many children digest", digest("\n".join(kids).encode()))
+    T.add("many children reply over 1 MiB",
+          16 + 4 + sum(4 + len(k) for k in kids) > 1048575)
     T.step("many children2 stat", lambda: c.get_children(parent, include_data=True)[1])
     # pipelined reads interleaved with a write, answered in order
     futs = [c.get_async(parent + "/" + n) for n in many_names()[:500]]

@@ -110,6 +110,7 @@ EXPECTED = [
     ("many children count", 10000),
     ("many children equal", True),
     ("many children digest", digest("\n".join(kazoo_workload.many_names()).encode())),
+    ("many children reply over 1 MiB", True),
     ("many children2 stat", st(cversion=10000, numChildren=10000)),
     ("pipelined mixed", [500, 1, 500]),
     ("session still same", True),
