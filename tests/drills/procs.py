@@ -312,6 +312,12 @@ class JM:
     def start(self, extra_args=()):
         self.n += 1
         f = self.files()
+        for k in ("stats", "control"):
+            # never read a stale line of an earlier process with the same name
+            try:
+                f[k].unlink()
+            except FileNotFoundError:
+                pass
         cmd = [_java(), "-Xmx160m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Xshare:auto",
                "-Dorg.slf4j.simpleLogger.showDateTime=true",
