@@ -370,7 +370,7 @@ def scenario_superseded(r, cycles):
         old_n = j0.n
         frozen = j0.proc
         j0.sigstop()
-        removed = r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
+        removed = 0 if r.d.args.no_latch_injection else r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
         t = now_ms()
         # The new incarnation: same identity, same sidecar, a new process. The
         # frozen one stays tracked (by pid) until the end of the cycle.
@@ -414,7 +414,7 @@ def scenario_failover_cancel(r, cycles):
         j0.kill9()
         j0.start()
         rs = j0.wait_stats(lambda s: s.get("connected_epoch_ms"), 30, "connected")
-        removed = r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
+        removed = 0 if r.d.args.no_latch_injection else r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
         nl, ns = r.leader(t_kill)
         s, view = r.paused_scan(nl)
         m = r.measure(view, s.get("retained"))
@@ -670,6 +670,9 @@ def main():
     ap.add_argument("--orphan-grace-ms", type=int, default=10000)
     ap.add_argument("--cancel-check-s", type=float, default=2.0,
                     help="seconds after the cancel at which leftover job graphs are counted")
+    ap.add_argument("--no-latch-injection", action="store_true",
+                    help="scenarios 3 and 4: do not delete the old session's latch nodes (the new "
+                         "incarnation then waits for that session, like scenario 1)")
     ap.add_argument("--zk-down-s", type=float, default=2.0,
                     help="scenario 5: seconds the restarted ZooKeeper server stays down")
     ap.add_argument("--wait-cleanup", action="store_true",
