@@ -1,0 +1,910 @@
+/* load.c: zkwarden's load generator, on libzookeeper_mt only.
+ *
+ *   zkw_bench_load latency    -s host:port[,host:port...] -o OP [-t SEC] [-w SEC] [-c COUNT] [-l LABEL,...]
+ *       One request at a time with the synchronous API. With several servers
+ *       (direct, through HAProxy, through zkwarden), one session to each, and
+ *       the requests go to them in turn, A B C A B C ..., so that load from
+ *       elsewhere on the machine hits each alike; one result per server.
+ *   zkw_bench_load throughput -s host:port[,host:port...] -o OP [-n SESSIONS] [-d DEPTH] [-t SEC] [-w SEC]
+ *                             [-S SLICE-MS] [-c COUNT] [-l LABEL,...]
+ *       SESSIONS handles per server, each keeping up to DEPTH asynchronous
+ *       requests in flight (the completion of one issues the next). With
+ *       several servers they take turns of SLICE-MS (default 200), A B C A B
+ *       C ..., until each has had SEC seconds: only the active server's
+ *       sessions issue requests. One result per server.
+ *   zkw_bench_load idle       -s host:port -n SESSIONS [-C CONCURRENCY]
+ *       Raw sockets, no libzookeeper: opens SESSIONS sessions (one
+ *       ConnectRequest per socket, at most CONCURRENCY handshakes at a time),
+ *       prints one JSON line once all are established (or failed), keeps them
+ *       alive with pings until stdin closes, then sends closeSession on each.
+ *
+ * OP: get (getData of a small node), set (setData of a per-session node),
+ * create (create an ephemeral, then delete it: two requests), flink (a
+ * Flink-like checkpoint cycle of five requests: a multi of three creates
+ * (state node, its `locks` child, an ephemeral UUID lock under it), an
+ * ephemeral UUID lock create on a job graph, the delete of that lock, the
+ * delete of the checkpoint's lock, and a multi deleting `locks` and the
+ * state node). Every request counts as one op; its latency is from issue
+ * to completion as the application sees it.
+ *
+ * Output: one JSON line on stdout per run and server. Latencies are kept in a
+ * log-linear histogram (HDR-like, under 0.8% relative error). -c runs a
+ * fixed number of requests instead of a time (for profiles). Errors other
+ * than the expected ones are counted in "errors"; the exit status is 1 if
+ * any occurred or the run could not start.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zookeeper/zookeeper.h>
+
+#define ROOT       "/zkwbench"
+#define SMALL_NODE ROOT "/small"
+#define EPH_DIR    ROOT "/e"
+#define FLINK_ROOT "/flink/zkwbench"
+
+enum op_kind { OP_GET, OP_SET, OP_CREATE, OP_FLINK };
+static const char *const op_names[] = {"get", "set", "create", "flink"};
+
+struct opts {
+  const char *mode;
+  const char *server;
+  enum op_kind op;
+  int sessions;
+  int depth;
+  double seconds;
+  double warmup;
+  long count;
+  int size;
+  int timeout_ms;
+  int concurrency;
+  int slice_ms;
+  const char *label;
+};
+
+static struct opts o = {.sessions = 1,
+                        .depth = 1,
+                        .seconds = 5,
+                        .warmup = 1,
+                        .size = 32,
+                        .timeout_ms = 30000,
+                        .concurrency = 256,
+                        .slice_ms = 200};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "zkw_bench_load: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(2);
+}
+
+/* ---- histogram: values in ns; exact below 256, then 128 sub-buckets per
+ * power of two (bucket width under 1/128 of its value). ---- */
+
+#define HIST_LINEAR 256
+#define HIST_SUB    128
+#define HIST_SLOTS  (HIST_LINEAR + 40 * HIST_SUB)
+
+struct hist {
+  uint64_t n[HIST_SLOTS];
+  uint64_t count, sum, max;
+};
+
+static int hist_index(uint64_t v) {
+  if (v < HIST_LINEAR) return (int)v;
+  int msb = 63 - __builtin_clzll(v); /* >= 8 */
+  int shift = msb - 7;               /* v >> shift is in [128, 255] */
+  int i = HIST_LINEAR + (shift - 1) * HIST_SUB + (int)((v >> shift) - HIST_SUB);
+  return i < HIST_SLOTS ? i : HIST_SLOTS - 1;
+}
+
+/* The middle of bucket i. */
+static double hist_value(int i) {
+  if (i < HIST_LINEAR) return i;
+  int shift = (i - HIST_LINEAR) / HIST_SUB + 1;
+  uint64_t m = (uint64_t)((i - HIST_LINEAR) % HIST_SUB + HIST_SUB);
+  return (double)(m << shift) + (double)(1ull << shift) / 2;
+}
+
+static void hist_add(struct hist *h, uint64_t v) {
+  h->n[hist_index(v)]++;
+  h->count++;
+  h->sum += v;
+  if (v > h->max) h->max = v;
+}
+
+static void hist_merge(struct hist *into, const struct hist *h) {
+  for (int i = 0; i < HIST_SLOTS; i++)
+    into->n[i] += h->n[i];
+  into->count += h->count;
+  into->sum += h->sum;
+  if (h->max > into->max) into->max = h->max;
+}
+
+/* The q-quantile in microseconds. */
+static double hist_quantile_us(const struct hist *h, double q) {
+  if (!h->count) return 0;
+  uint64_t want = (uint64_t)(q * (double)h->count);
+  if (want < 1) want = 1;
+  if (want > h->count) want = h->count;
+  uint64_t seen = 0;
+  for (int i = 0; i < HIST_SLOTS; i++) {
+    seen += h->n[i];
+    if (seen >= want) return hist_value(i) / 1000.0;
+  }
+  return (double)h->max / 1000.0;
+}
+
+/* ---- sessions and their request slots ---- */
+
+struct sess;
+
+/* One request in flight at a time; its paths live as long as it does. */
+struct slot {
+  struct sess *s;
+  struct slot *parked_next;
+  int step;
+  uint64_t t0;
+  char eph[128]; /* create: the ephemeral */
+  char cp[128];  /* flink: the checkpoint's state node */
+  char cplocks[160];
+  char cplock[200]; /* its lock */
+  char jglock[160]; /* the job graph's lock */
+  zoo_op_t ops[3];
+  zoo_op_result_t res[3];
+  char created[3][208];
+};
+
+struct sess {
+  zhandle_t *zh;
+  int idx;
+  int server; /* index into g_servers */
+  _Atomic int state;
+  _Atomic long inflight;
+  _Atomic uint64_t measured, errors;
+  _Atomic uint64_t total; /* completions, warm-up included */
+  _Atomic uint64_t seq;
+  char setnode[96];
+  char base[96];    /* flink: this session's cluster dir */
+  struct hist hist; /* written by the completion thread only */
+  struct slot *slots;
+};
+
+enum { PHASE_WARMUP, PHASE_MEASURE, PHASE_STOP };
+static _Atomic int g_phase;
+static _Atomic long g_issued; /* -c: requests issued so far */
+static char *g_data;
+static unsigned g_pid;
+
+static void watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+  (void)zh, (void)path;
+  struct sess *s = ctx;
+  if (type == ZOO_SESSION_EVENT) atomic_store(&s->state, state);
+}
+
+static void rand_uuid(char out[37], uint64_t *rng) {
+  static const char hex[] = "0123456789abcdef";
+  int k = 0;
+  for (int i = 0; i < 36; i++) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      out[i] = '-';
+      continue;
+    }
+    *rng ^= *rng << 13, *rng ^= *rng >> 7, *rng ^= *rng << 17;
+    out[i] = i == 14 ? '4' : hex[(*rng >> (k++ % 8 * 4)) & 15];
+  }
+  out[36] = 0;
+}
+
+/* Prepares the paths of one iteration of a create or flink cycle. */
+static void slot_new_iteration(struct slot *sl) {
+  struct sess *s = sl->s;
+  uint64_t n = atomic_fetch_add(&s->seq, 1);
+  if (o.op == OP_CREATE) {
+    snprintf(sl->eph, sizeof sl->eph, EPH_DIR "/%u-%d-%" PRIu64, g_pid, s->idx, n);
+  } else if (o.op == OP_FLINK) {
+    uint64_t rng = now_ns() ^ (n * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)s->idx << 48) ^ 1;
+    char u1[37], u2[37];
+    rand_uuid(u1, &rng);
+    rand_uuid(u2, &rng);
+    snprintf(sl->cp, sizeof sl->cp, "%s/checkpoints/%019" PRIu64, s->base, n);
+    snprintf(sl->cplocks, sizeof sl->cplocks, "%s/locks", sl->cp);
+    snprintf(sl->cplock, sizeof sl->cplock, "%s/%s", sl->cplocks, u1);
+    snprintf(sl->jglock, sizeof sl->jglock, "%s/jobgraph/%s", s->base, u2);
+  }
+}
+
+static int steps_of(enum op_kind k) {
+  return k == OP_CREATE ? 2 : k == OP_FLINK ? 5 : 1;
+}
+
+/* ZooKeeper results that a step expects. */
+static bool expected(int rc) {
+  return rc == ZOK;
+}
+
+static void completed(struct slot *sl, int rc);
+
+static void data_cb(int rc, const char *v, int vl, const struct Stat *st, const void *d) {
+  (void)v, (void)vl, (void)st;
+  completed((struct slot *)d, rc);
+}
+static void stat_cb(int rc, const struct Stat *st, const void *d) {
+  (void)st;
+  completed((struct slot *)d, rc);
+}
+static void string_cb(int rc, const char *v, const void *d) {
+  (void)v;
+  completed((struct slot *)d, rc);
+}
+static void void_cb(int rc, const void *d) {
+  completed((struct slot *)d, rc);
+}
+
+static void flink_multi_create(struct slot *sl) {
+  zoo_create_op_init(&sl->ops[0], sl->cp, g_data, o.size, &ZOO_OPEN_ACL_UNSAFE, 0, sl->created[0],
+                     sizeof sl->created[0]);
+  zoo_create_op_init(&sl->ops[1], sl->cplocks, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, sl->created[1],
+                     sizeof sl->created[1]);
+  zoo_create_op_init(&sl->ops[2], sl->cplock, g_data, o.size, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL,
+                     sl->created[2], sizeof sl->created[2]);
+}
+
+static void flink_multi_delete(struct slot *sl) {
+  zoo_delete_op_init(&sl->ops[0], sl->cplocks, -1);
+  zoo_delete_op_init(&sl->ops[1], sl->cp, -1);
+}
+
+/* Issues the slot's current step asynchronously. Returns a ZooKeeper code. */
+static int issue_async(struct slot *sl) {
+  struct sess *s = sl->s;
+  zhandle_t *zh = s->zh;
+  if (sl->step == 0 && o.op != OP_GET && o.op != OP_SET) slot_new_iteration(sl);
+  sl->t0 = now_ns();
+  switch (o.op) {
+  case OP_GET:
+    return zoo_aget(zh, SMALL_NODE, 0, data_cb, sl);
+  case OP_SET:
+    return zoo_aset(zh, s->setnode, g_data, o.size, -1, stat_cb, sl);
+  case OP_CREATE:
+    if (sl->step == 0)
+      return zoo_acreate(zh, sl->eph, g_data, o.size, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, string_cb, sl);
+    return zoo_adelete(zh, sl->eph, -1, void_cb, sl);
+  case OP_FLINK:
+    switch (sl->step) {
+    case 0:
+      flink_multi_create(sl);
+      return zoo_amulti(zh, 3, sl->ops, sl->res, void_cb, sl);
+    case 1:
+      return zoo_acreate(zh, sl->jglock, g_data, o.size, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, string_cb, sl);
+    case 2:
+      return zoo_adelete(zh, sl->jglock, -1, void_cb, sl);
+    case 3:
+      return zoo_adelete(zh, sl->cplock, -1, void_cb, sl);
+    default:
+      flink_multi_delete(sl);
+      return zoo_amulti(zh, 2, sl->ops, sl->res, void_cb, sl);
+    }
+  }
+  return ZBADARGUMENTS;
+}
+
+/* Issues the next request of a slot, unless the run is over. */
+/* Throughput against several servers takes turns in time slices: only the
+ * active server's slots issue requests; the others wait here until their
+ * server's turn comes. */
+#define MAX_SERVERS 8
+static _Atomic int g_active;
+static pthread_mutex_t g_park_mu[MAX_SERVERS];
+static struct slot *g_parked[MAX_SERVERS];
+
+/* Parks the slot unless its server is active. Returns true if parked. */
+static bool park_if_idle(struct slot *sl) {
+  int k = sl->s->server;
+  if (atomic_load(&g_active) == k) return false;
+  pthread_mutex_lock(&g_park_mu[k]);
+  bool park = atomic_load(&g_active) != k;
+  if (park) {
+    sl->parked_next = g_parked[k];
+    g_parked[k] = sl;
+    atomic_fetch_sub(&sl->s->inflight, 1);
+  }
+  pthread_mutex_unlock(&g_park_mu[k]);
+  return park;
+}
+
+static void next_async(struct slot *sl);
+
+/* Makes server k the active one and lets its parked slots go on. */
+static void activate(int k) {
+  atomic_store(&g_active, k);
+  pthread_mutex_lock(&g_park_mu[k]);
+  struct slot *sl = g_parked[k];
+  g_parked[k] = NULL;
+  pthread_mutex_unlock(&g_park_mu[k]);
+  while (sl) {
+    struct slot *next = sl->parked_next;
+    atomic_fetch_add(&sl->s->inflight, 1);
+    next_async(sl);
+    sl = next;
+  }
+}
+
+static void next_async(struct slot *sl) {
+  struct sess *s = sl->s;
+  for (;;) {
+    if (atomic_load(&g_phase) == PHASE_STOP || (o.count && atomic_fetch_add(&g_issued, 1) >= o.count)) {
+      atomic_fetch_sub(&s->inflight, 1);
+      return;
+    }
+    if (park_if_idle(sl)) return;
+    int rc = issue_async(sl);
+    if (rc == ZOK) return;
+    atomic_fetch_add(&s->errors, 1);
+    if (s->state != ZOO_CONNECTED_STATE) { /* the session is gone: this slot stops */
+      atomic_fetch_sub(&s->inflight, 1);
+      return;
+    }
+  }
+}
+
+static void completed(struct slot *sl, int rc) {
+  struct sess *s = sl->s;
+  uint64_t t = now_ns() - sl->t0;
+  atomic_fetch_add(&s->total, 1);
+  if (atomic_load(&g_phase) == PHASE_MEASURE || o.count) {
+    hist_add(&s->hist, t);
+    atomic_fetch_add(&s->measured, 1);
+  }
+  if (!expected(rc)) {
+    if (atomic_fetch_add(&s->errors, 1) < 5)
+      fprintf(stderr, "zkw_bench_load: session %d: %s step %d: %s\n", s->idx, op_names[o.op], sl->step,
+              zerror(rc));
+    /* A failed create leaves nothing to delete: start a new iteration. */
+    if (o.op == OP_FLINK && sl->step == 0) sl->step = steps_of(o.op) - 1;
+    if (o.op == OP_CREATE && sl->step == 0) sl->step = steps_of(o.op) - 1;
+  }
+  sl->step = (sl->step + 1) % steps_of(o.op);
+  next_async(sl);
+}
+
+/* The same steps with the synchronous API. */
+static int issue_sync(struct slot *sl) {
+  struct sess *s = sl->s;
+  zhandle_t *zh = s->zh;
+  char buf[1024];
+  int len = sizeof buf;
+  if (sl->step == 0 && o.op != OP_GET && o.op != OP_SET) slot_new_iteration(sl);
+  switch (o.op) {
+  case OP_GET:
+    return zoo_get(zh, SMALL_NODE, 0, buf, &len, NULL);
+  case OP_SET:
+    return zoo_set(zh, s->setnode, g_data, o.size, -1);
+  case OP_CREATE:
+    if (sl->step == 0)
+      return zoo_create(zh, sl->eph, g_data, o.size, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
+    return zoo_delete(zh, sl->eph, -1);
+  case OP_FLINK:
+    switch (sl->step) {
+    case 0:
+      flink_multi_create(sl);
+      return zoo_multi(zh, 3, sl->ops, sl->res);
+    case 1:
+      return zoo_create(zh, sl->jglock, g_data, o.size, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
+    case 2:
+      return zoo_delete(zh, sl->jglock, -1);
+    case 3:
+      return zoo_delete(zh, sl->cplock, -1);
+    default:
+      flink_multi_delete(sl);
+      return zoo_multi(zh, 2, sl->ops, sl->res);
+    }
+  }
+  return ZBADARGUMENTS;
+}
+
+/* ---- setup and teardown ---- */
+
+static int connect_session(struct sess *s, int idx, const char *server) {
+  s->idx = idx;
+  atomic_store(&s->state, 0);
+  s->zh = zookeeper_init(server, watcher, o.timeout_ms, NULL, s, 0);
+  if (!s->zh) return -1;
+  /* By default the C client resolves the server list again at every turn of
+   * its I/O loop (getaddrinfo with a netlink dump); that would be the client's
+   * CPU taken from the shared cores. Resolve at connects only. */
+  zoo_set_servers_resolution_delay(s->zh, -1);
+  return 0;
+}
+
+static bool wait_connected(struct sess *ss, int n, int timeout_ms) {
+  uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+  for (int i = 0; i < n; i++)
+    while (atomic_load(&ss[i].state) != ZOO_CONNECTED_STATE) {
+      if (now_ns() > deadline) return false;
+      sleep_ms(1);
+    }
+  return true;
+}
+
+static void ensure(zhandle_t *zh, const char *path, const char *data, int len) {
+  int rc = zoo_create(zh, path, data, len, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+  if (rc != ZOK && rc != ZNODEEXISTS) die("create %s: %s", path, zerror(rc));
+}
+
+/* Deletes path and everything under it (ignores what is already gone). */
+static void delete_tree(zhandle_t *zh, const char *path) {
+  struct String_vector kids = {0, NULL};
+  if (zoo_get_children(zh, path, 0, &kids) == ZOK) {
+    for (int i = 0; i < kids.count; i++) {
+      char child[512];
+      snprintf(child, sizeof child, "%s/%s", path, kids.data[i]);
+      delete_tree(zh, child);
+    }
+    deallocate_String_vector(&kids);
+  }
+  zoo_delete(zh, path, -1);
+}
+
+static void setup(struct sess *ss, int n) {
+  zhandle_t *zh = ss[0].zh;
+  ensure(zh, ROOT, NULL, -1);
+  int rc = zoo_create(zh, SMALL_NODE, g_data, o.size, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+  if (rc == ZNODEEXISTS) rc = zoo_set(zh, SMALL_NODE, g_data, o.size, -1);
+  if (rc != ZOK) die("create %s: %s", SMALL_NODE, zerror(rc));
+  ensure(zh, EPH_DIR, NULL, -1);
+  ensure(zh, "/flink", NULL, -1);
+  ensure(zh, FLINK_ROOT, NULL, -1);
+  for (int i = 0; i < n; i++) {
+    struct sess *s = &ss[i];
+    snprintf(s->setnode, sizeof s->setnode, ROOT "/set-%u-%d", g_pid, i);
+    snprintf(s->base, sizeof s->base, FLINK_ROOT "/%u-%d", g_pid, i);
+    if (o.op == OP_SET) ensure(zh, s->setnode, g_data, o.size);
+    if (o.op == OP_FLINK) {
+      char p[160];
+      ensure(zh, s->base, NULL, -1);
+      snprintf(p, sizeof p, "%s/checkpoints", s->base);
+      ensure(zh, p, NULL, -1);
+      snprintf(p, sizeof p, "%s/jobgraph", s->base);
+      ensure(zh, p, NULL, -1);
+    }
+  }
+}
+
+static void teardown(struct sess *ss, int n) {
+  zhandle_t *zh = ss[0].zh;
+  for (int i = 0; i < n; i++) {
+    if (o.op == OP_SET) zoo_delete(zh, ss[i].setnode, -1);
+    if (o.op == OP_FLINK) delete_tree(zh, ss[i].base);
+  }
+}
+
+/* ---- the run ---- */
+
+static char *g_servers[MAX_SERVERS], *g_labels[MAX_SERVERS];
+static int g_nservers;
+
+/* Splits "a,b,c" into at most MAX_SERVERS strings; returns the count. */
+static int split(const char *list, char **out) {
+  int n = 0;
+  char *copy = strdup(list ? list : "");
+  for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && n < MAX_SERVERS;
+       t = strtok_r(NULL, ",", &save))
+    out[n++] = t;
+  return n;
+}
+
+static void print_result(const struct hist *h, const char *label, const char *server, int sessions,
+                         double secs, uint64_t errors, uint64_t total, double connect_ms) {
+  double ops = (double)h->count;
+  printf("{\"mode\":\"%s\",\"op\":\"%s\",\"label\":\"%s\",\"server\":\"%s\",\"sessions\":%d,\"depth\":%d,"
+         "\"size\":%d,\"seconds\":%.3f,\"ops\":%.0f,\"ops_per_s\":%.1f,\"mean_us\":%.2f,\"p50_us\":%.2f,"
+         "\"p90_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f,\"max_us\":%.2f,\"errors\":%" PRIu64
+         ",\"ops_total\":%" PRIu64 ",\"connect_ms\":%.2f}\n",
+         o.mode, op_names[o.op], label, server, sessions, o.depth, o.size, secs, ops,
+         secs > 0 ? ops / secs : 0, h->count ? (double)h->sum / (double)h->count / 1000.0 : 0,
+         hist_quantile_us(h, 0.50), hist_quantile_us(h, 0.90), hist_quantile_us(h, 0.99),
+         hist_quantile_us(h, 0.999), (double)h->max / 1000.0, errors, total, connect_ms);
+  fflush(stdout);
+}
+
+/* Latency: one request at a time with the synchronous API. With several
+ * servers, one session each, and the requests go to them in turn (A B C A
+ * B C ...), so that whatever else loads the machine hits all of them alike. */
+static void run_sync(struct sess *ss, int n, uint64_t *t_start, uint64_t *t_end) {
+  uint64_t t_warm = now_ns() + (uint64_t)(o.warmup * 1e9), t_stop = 0;
+  bool stop = false;
+  if (o.count) *t_start = now_ns();
+  for (long round = 0; !stop; round++) {
+    uint64_t now = now_ns();
+    if (!o.count) {
+      if (!*t_start && now >= t_warm) {
+        *t_start = now;
+        t_stop = now + (uint64_t)(o.seconds * 1e9);
+      }
+      if (*t_start && now >= t_stop) break;
+    } else if (round >= o.count) {
+      break;
+    }
+    for (int i = 0; i < n; i++) {
+      struct sess *s = &ss[i];
+      struct slot *sl = &s->slots[0];
+      uint64_t t0 = now_ns();
+      int rc = issue_sync(sl);
+      uint64_t t1 = now_ns();
+      atomic_fetch_add(&s->total, 1);
+      if (*t_start) hist_add(&s->hist, t1 - t0);
+      if (!expected(rc)) {
+        if (atomic_fetch_add(&s->errors, 1) < 5)
+          fprintf(stderr, "zkw_bench_load: %s: %s step %d: %s\n", g_servers[i], op_names[o.op], sl->step,
+                  zerror(rc));
+        if (rc == ZINVALIDSTATE || rc == ZSESSIONEXPIRED) stop = true;
+        if (sl->step == 0 && (o.op == OP_CREATE || o.op == OP_FLINK)) sl->step = steps_of(o.op) - 1;
+      }
+      sl->step = (sl->step + 1) % steps_of(o.op);
+    }
+  }
+  *t_end = now_ns();
+  /* Finish each cycle so that no persistent node of it is left behind. */
+  for (int i = 0; i < n && !stop; i++) {
+    struct slot *sl = &ss[i].slots[0];
+    while (sl->step != 0 && o.op == OP_FLINK) {
+      issue_sync(sl);
+      sl->step = (sl->step + 1) % steps_of(o.op);
+    }
+  }
+}
+
+/* Throughput: every slot of every session of the active server keeps one
+ * request in flight. With several servers they take turns of o.slice_ms
+ * (A B C A B C ...) until each has had o.seconds; the time of its turns is
+ * its measured time. */
+static void run_async(struct sess *ss, int n, int depth, double *measured) {
+  uint64_t t_begin = now_ns();
+  int k = 0;
+  atomic_store(&g_active, 0);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < depth; j++) {
+      atomic_fetch_add(&ss[i].inflight, 1);
+      next_async(&ss[i].slots[j]);
+    }
+  while (!o.count) {
+    uint64_t now = now_ns();
+    if (atomic_load(&g_phase) == PHASE_WARMUP && k == 0 && now - t_begin >= (uint64_t)(o.warmup * 1e9))
+      atomic_store(&g_phase, PHASE_MEASURE);
+    if (atomic_load(&g_phase) == PHASE_MEASURE && k == 0 && measured[g_nservers - 1] >= o.seconds) break;
+    activate(k);
+    uint64_t ts = now_ns();
+    sleep_ms(o.slice_ms);
+    if (atomic_load(&g_phase) == PHASE_MEASURE) measured[k] += (double)(now_ns() - ts) / 1e9;
+    k = (k + 1) % g_nservers;
+  }
+  if (!o.count) {
+    atomic_store(&g_phase, PHASE_STOP);
+    for (int i = 0; i < g_nservers; i++)
+      activate(i); /* parked slots see the stop and end */
+  }
+  /* Wait for what is in flight (at most 30 s). */
+  uint64_t deadline = now_ns() + 30000000000ull;
+  for (int i = 0; i < n; i++)
+    while (atomic_load(&ss[i].inflight) > 0 && now_ns() < deadline)
+      sleep_ms(1);
+  if (o.count) measured[0] = (double)(now_ns() - t_begin) / 1e9;
+}
+
+static int run_zk(bool sync) {
+  g_nservers = split(o.server, g_servers);
+  int nlabels = split(o.label, g_labels);
+  if (g_nservers < 1) die("no server");
+  if (o.count && g_nservers > 1) die("-c takes one server");
+  /* Latency: one session per server. Throughput: o.sessions per server. */
+  int per = sync ? 1 : o.sessions;
+  int n = g_nservers * per;
+  int depth = sync ? 1 : o.depth;
+  struct sess *ss = calloc((size_t)n, sizeof *ss);
+  if (!ss) die("out of memory");
+  g_data = malloc((size_t)o.size + 1);
+  memset(g_data, 'x', (size_t)o.size);
+  for (int k = 0; k < MAX_SERVERS; k++)
+    pthread_mutex_init(&g_park_mu[k], NULL);
+
+  uint64_t c0 = now_ns();
+  for (int i = 0; i < n; i++) {
+    ss[i].server = i / per;
+    const char *server = g_servers[ss[i].server];
+    if (connect_session(&ss[i], i, server) != 0) die("zookeeper_init %s: %s", server, strerror(errno));
+  }
+  if (!wait_connected(ss, n, 15000)) die("sessions to %s not connected within 15 s", o.server);
+  double connect_ms = (double)(now_ns() - c0) / 1e6;
+  setup(ss, n);
+  for (int i = 0; i < n; i++) {
+    ss[i].slots = calloc((size_t)depth, sizeof *ss[i].slots);
+    if (!ss[i].slots) die("out of memory");
+    for (int j = 0; j < depth; j++)
+      ss[i].slots[j].s = &ss[i];
+  }
+
+  double measured[MAX_SERVERS] = {0};
+  atomic_store(&g_phase, o.count ? PHASE_MEASURE : PHASE_WARMUP);
+  if (sync) {
+    uint64_t t_start = 0, t_end = 0;
+    run_sync(ss, n, &t_start, &t_end);
+    for (int k = 0; k < g_nservers; k++)
+      measured[k] = (double)(t_end - t_start) / 1e9;
+  } else {
+    run_async(ss, n, depth, measured);
+  }
+
+  /* One result per server, its sessions merged. */
+  struct hist *h = malloc(sizeof *h);
+  uint64_t any_errors = 0;
+  for (int k = 0; k < g_nservers; k++) {
+    uint64_t errors = 0, total = 0;
+    memset(h, 0, sizeof *h);
+    for (int i = k * per; i < (k + 1) * per; i++) {
+      hist_merge(h, &ss[i].hist);
+      errors += atomic_load(&ss[i].errors) + (atomic_load(&ss[i].inflight) > 0);
+      total += atomic_load(&ss[i].total);
+    }
+    print_result(h, k < nlabels ? g_labels[k] : "", g_servers[k], per, measured[k], errors, total,
+                 connect_ms);
+    any_errors += errors;
+  }
+  teardown(ss, n);
+  for (int i = 0; i < n; i++)
+    zookeeper_close(ss[i].zh);
+  return any_errors ? 1 : 0;
+}
+
+/* ---- idle sessions over raw sockets ---- */
+
+struct raw {
+  int fd;
+  int state; /* 0 unused, 1 connecting, 2 handshake sent, 3 established, 4 failed */
+  uint8_t in[64];
+  int inlen;
+};
+
+static void put32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+static uint32_t get32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int run_idle(void) {
+  int n = o.sessions;
+  char host[128];
+  const char *colon = strrchr(o.server, ':');
+  if (!colon || (size_t)(colon - o.server) >= sizeof host) die("bad server %s", o.server);
+  memcpy(host, o.server, (size_t)(colon - o.server));
+  host[colon - o.server] = 0;
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+  if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) die("bad address %s", host);
+
+  struct rlimit rl;
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < (rlim_t)n + 64) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < (rlim_t)n + 64) die("RLIMIT_NOFILE %lu is below %d sessions", rl.rlim_cur, n);
+  }
+
+  /* ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId,
+   * passwd (16 zero bytes), readOnly. */
+  uint8_t hello[4 + 45];
+  memset(hello, 0, sizeof hello);
+  put32(hello, 45);
+  put32(hello + 4 + 12, (uint32_t)o.timeout_ms);
+  put32(hello + 4 + 24, 16);
+  static const uint8_t ping[12] = {0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11};
+  static const uint8_t bye[12] = {0, 0, 0, 8, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xf5};
+
+  struct raw *r = calloc((size_t)n, sizeof *r);
+  int ep = epoll_create1(0);
+  if (!r || ep < 0) die("setup: %s", strerror(errno));
+  int next = 0, pending = 0, established = 0, failed = 0;
+  uint64_t t0 = now_ns();
+  uint64_t deadline = t0 + 120000000000ull;
+  struct epoll_event evs[256];
+
+  while (established + failed < n && now_ns() < deadline) {
+    while (next < n && pending < o.concurrency) {
+      struct raw *c = &r[next];
+      c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (c->fd < 0) die("socket: %s", strerror(errno));
+      int one = 1;
+      setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
+        c->state = 4, failed++, next++;
+        close(c->fd);
+        c->fd = -1;
+        continue;
+      }
+      c->state = 1;
+      struct epoll_event ev = {.events = EPOLLOUT | EPOLLIN, .data.u32 = (uint32_t)next};
+      epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+      next++, pending++;
+    }
+    int k = epoll_wait(ep, evs, 256, 100);
+    for (int i = 0; i < k; i++) {
+      struct raw *c = &r[evs[i].data.u32];
+      if (c->state == 1 && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err || write(c->fd, hello, sizeof hello) != (ssize_t)sizeof hello) {
+          c->state = 4, failed++, pending--;
+          epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+          continue;
+        }
+        c->state = 2;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = evs[i].data.u32};
+        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+      } else if (c->state == 2 && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
+        ssize_t got = read(c->fd, c->in + c->inlen, sizeof c->in - (size_t)c->inlen);
+        if (got <= 0) {
+          if (got < 0 && errno == EAGAIN) continue;
+          c->state = 4, failed++, pending--;
+          epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+          continue;
+        }
+        c->inlen += (int)got;
+        if (c->inlen >= 4 + 36) {
+          int32_t timeout = (int32_t)get32(c->in + 8);
+          c->state = timeout > 0 ? 3 : 4;
+          if (timeout > 0)
+            established++;
+          else
+            failed++;
+          pending--;
+          c->inlen = 0;
+        }
+      } else if (c->state == 3) {
+        uint8_t sink[256];
+        while (read(c->fd, sink, sizeof sink) > 0) {
+        }
+      }
+    }
+  }
+  double connect_s = (double)(now_ns() - t0) / 1e9;
+  printf("{\"mode\":\"idle\",\"label\":\"%s\",\"server\":\"%s\",\"sessions\":%d,\"established\":%d,"
+         "\"failed\":%d,\"connect_s\":%.3f}\n",
+         o.label ? o.label : "", o.server, n, established, failed, connect_s);
+  fflush(stdout);
+
+  /* Hold until stdin closes; ping every third of the session timeout. */
+  uint64_t next_ping = now_ns() + (uint64_t)o.timeout_ms * 1000000u / 3;
+  struct pollfd pin = {.fd = 0, .events = POLLIN};
+  for (;;) {
+    if (poll(&pin, 1, 0) > 0) {
+      char b[64];
+      if (read(0, b, sizeof b) <= 0) break;
+    }
+    int k = epoll_wait(ep, evs, 256, 200);
+    for (int i = 0; i < k; i++) {
+      uint8_t sink[256];
+      while (read(r[evs[i].data.u32].fd, sink, sizeof sink) > 0) {
+      }
+    }
+    if (now_ns() >= next_ping) {
+      for (int i = 0; i < n; i++)
+        if (r[i].state == 3 && write(r[i].fd, ping, sizeof ping) < 0) r[i].state = 4;
+      next_ping = now_ns() + (uint64_t)o.timeout_ms * 1000000u / 3;
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (r[i].state == 3 && write(r[i].fd, bye, sizeof bye) < 0) r[i].state = 4;
+  sleep_ms(200);
+  for (int i = 0; i < n; i++)
+    if (r[i].fd > 0) close(r[i].fd);
+  close(ep);
+  return established == n ? 0 : 1;
+}
+
+static void usage(void) {
+  fprintf(
+      stderr,
+      "usage: zkw_bench_load latency|throughput|idle -s host:port[,host:port...] [-o get|set|create|flink]\n"
+      "       [-n sessions] [-d depth] [-t seconds] [-w warmup-seconds] [-c count] [-z size]\n"
+      "       [-T session-timeout-ms] [-C concurrency] [-S slice-ms] [-l label[,label...]]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) usage();
+  o.mode = argv[1];
+  optind = 2;
+  int c;
+  while ((c = getopt(argc, argv, "s:o:n:d:t:w:c:z:T:C:S:l:")) != -1) {
+    switch (c) {
+    case 's':
+      o.server = optarg;
+      break;
+    case 'o': {
+      int k = 0;
+      while (k < 4 && strcmp(op_names[k], optarg) != 0)
+        k++;
+      if (k == 4) usage();
+      o.op = (enum op_kind)k;
+      break;
+    }
+    case 'n':
+      o.sessions = atoi(optarg);
+      break;
+    case 'd':
+      o.depth = atoi(optarg);
+      break;
+    case 't':
+      o.seconds = atof(optarg);
+      break;
+    case 'w':
+      o.warmup = atof(optarg);
+      break;
+    case 'c':
+      o.count = atol(optarg);
+      break;
+    case 'z':
+      o.size = atoi(optarg);
+      break;
+    case 'T':
+      o.timeout_ms = atoi(optarg);
+      break;
+    case 'C':
+      o.concurrency = atoi(optarg);
+      break;
+    case 'S':
+      o.slice_ms = atoi(optarg);
+      break;
+    case 'l':
+      o.label = optarg;
+      break;
+    default:
+      usage();
+    }
+  }
+  if (!o.server || o.sessions < 1 || o.depth < 1 || o.size < 0 || o.size > 1000 || o.concurrency < 1 ||
+      o.slice_ms < 1)
+    usage();
+  g_pid = (unsigned)getpid();
+  zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+  if (strcmp(o.mode, "latency") == 0) return run_zk(true);
+  if (strcmp(o.mode, "throughput") == 0) return run_zk(false);
+  if (strcmp(o.mode, "idle") == 0) return run_idle();
+  usage();
+}
