@@ -428,23 +428,26 @@ static void write_dead(struct zkw_identity *id, uint64_t dead) {
 
 static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *arg);
 
-/* True if session is the current incarnation's and attached through this
- * sidecar right now: it is never fenced, whatever a caller asked. */
-static bool is_live_current(const struct zkw_identity *id, int64_t session) {
-  if (!id->rec_loaded || session != id->rec.session) return false;
+/* True if the session is attached through this sidecar right now. */
+static bool attached_here(const struct zkw_identity *id, int64_t session) {
   for (const struct zkw_session *s = id->srv->sessions; s; s = s->next)
     if (s->session_id == session && s->phase == ZKW_PHASE_ACTIVE) return true;
   return false;
 }
 
+/* A superseded session that was still attached here (a hung JobManager):
+ * its connection goes too, so the old process learns at once. */
+static void close_superseded(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
+  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
+    if (s->session_id == session && s->phase != ZKW_PHASE_CLOSING)
+      zkw_session_close(s, ZKW_LOG_INFO, "superseded: incarnation %" PRIu64 " was fenced by a newer one",
+                        incarnation);
+}
+
 static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t passwd[16],
                         uint64_t incarnation, void *orphan) {
-  if (is_live_current(id, session)) {
-    zkw_log_warn("identity %s: not fencing session 0x%" PRIx64
-                 ": it is the current incarnation's, attached here",
-                 identity_name(id), (uint64_t)session);
-    return false;
-  }
+  /* An orphan that was re-attached meanwhile is not an orphan. */
+  if (orphan && attached_here(id, session)) return false;
   struct zkw_fence *f = &id->fence;
   zkw_config_upstream_list(id->srv->cfg, f->hosts, sizeof f->hosts);
   f->session_id = session;
@@ -522,6 +525,7 @@ static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *
       id->prev.pending = false;
       memset(id->prev.passwd, 0, sizeof id->prev.passwd);
       write_dead(id, inc);
+      close_superseded(id, f->session_id, inc);
     }
     release_waiting(id);
   }

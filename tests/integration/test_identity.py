@@ -158,65 +158,107 @@ def test_pod_restart_leader_leads_before_session_timeout(sidecar_exit, private_z
 
 
 # ------------------------------------------------------------ failure 2
+#
+# Three ways for each of failures 2, 3 and 5: direct (the failure shows);
+# through zkwarden with the old incarnation on the same sidecar (it is fenced
+# when the new one connects, so its locks go at once); and through zkwarden
+# with a stale lock zkwarden cannot fence, held by a live session it does not
+# know (a tagged lock of an older incarnation): reclaimed at delete or create.
 
-@pytest.mark.parametrize("kind", MODES)
+WAYS = ["direct", pytest.param("fenced", marks=pytest.mark.zkwarden),
+        pytest.param("reclaimed", marks=pytest.mark.zkwarden)]
+
+
+def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
+    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
+        identity.encode(), incarnation, session, original)
+
+
+def old_lock_holder(way, zk, hostport, kazoo_factory, identity="jm-0"):
+    """A live session holding a lock of an earlier incarnation, and the data
+    its lock creates carry."""
+    if way == "reclaimed":
+        return kazoo_factory(zk.hostport), forged_tag(identity, 0)
+    return kazoo_factory(hostport), b"127.0.0.1"
+
+
+@pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("layout", ["1.7", "1.15"])
-def test_superseded_incarnation_does_not_block_deletes(kind, layout, private_zk, zkwarden_factory,
+def test_superseded_incarnation_does_not_block_deletes(way, layout, private_zk, zkwarden_factory,
                                                        kazoo_factory):
-    hostport, _ = via(kind, private_zk, zkwarden_factory)
+    hostport, proxy = via("zkwarden" if way != "direct" else "direct", private_zk, zkwarden_factory)
     state = "/flink/c1/checkpoints/%s/%019d" % ("b" * 32, 7)
     locks = state if layout == "1.7" else state + "/locks"
-    old = kazoo_factory(hostport)  # the superseded incarnation: alive, holding its lock
+    old, data = old_lock_holder(way, private_zk, hostport, kazoo_factory)
     old.create(state, b"handle", makepath=True)
     if layout == "1.15":
         old.create(locks)
     old_lock = "%s/%s" % (locks, new_uuid())
-    old.create(old_lock, b"127.0.0.1", ephemeral=True)
+    old.create(old_lock, data, ephemeral=True)
 
     new = kazoo_factory(hostport)  # the new incarnation subsumes the checkpoint
+    if way == "fenced":
+        assert new.exists(old_lock) is None  # fenced before the new session was forwarded
     mine = "%s/%s" % (locks, new_uuid())
     new.create(mine, b"127.0.0.1", ephemeral=True)
     new.delete(mine)
-    if kind == "direct":
+    if way == "direct":
         with pytest.raises(NotEmptyError):
             new.delete(locks)
         assert new.exists(old_lock)
         return
-    new.delete(locks)  # the stale lock of the superseded incarnation is reclaimed
+    new.delete(locks)
     if layout == "1.15":
         new.delete(state)
     assert new.exists(state) is None
-    assert old.connected  # nothing happened to the old session itself
+    if way == "reclaimed":
+        assert old.connected  # only its stale lock went, not its session
+        assert metric(proxy, "zkwarden_reclaims_at_delete_total") == 1
+    else:
+        assert metric(proxy, "zkwarden_fences_total") == 1
+
+
+@pytest.mark.zkwarden
+def test_hung_old_incarnation_is_fenced_and_dropped(private_zk, zkwarden_factory, kazoo_factory, jms):
+    """A JobManager process that hangs with its connection open, and its
+    replacement: the old session is fenced anyway, so the new one leads at once."""
+    hostport, proxy = via("zkwarden", private_zk, zkwarden_factory)
+    latch_dir = "/flink/c1/leader/latch"
+    old = jms(hostport, 20000, latch_dir)
+    os.kill(old.proc.pid, signal.SIGSTOP)
+    try:
+        took = time_to_leadership(hostport, latch_dir, kazoo_factory, 20000, limit=10)
+    finally:
+        os.kill(old.proc.pid, signal.SIGCONT)
+    assert took < 1.0, "leadership after %.2f s" % took
+    assert "previous session 0x%x of incarnation 1 fenced: closed" % old.session in proxy.stderr()
 
 
 # ------------------------------------------------------------ failure 3
 
-@pytest.mark.parametrize("kind", MODES)
-def test_recreated_lock_is_not_silently_lost(kind, private_zk, zkwarden_factory, kazoo_factory):
-    hostport, _ = via(kind, private_zk, zkwarden_factory)
+@pytest.mark.parametrize("way", WAYS)
+def test_recreated_lock_is_not_silently_lost(way, private_zk, zkwarden_factory, kazoo_factory):
+    hostport, proxy = via("zkwarden" if way != "direct" else "direct", private_zk, zkwarden_factory)
     lock = "/flink/c1/jobgraphs/%s/%s" % ("c" * 32, new_uuid())
-    old = kazoo_factory(hostport)
-    old.create(lock, b"127.0.0.1", ephemeral=True, makepath=True)
+    old, data = old_lock_holder(way, private_zk, hostport, kazoo_factory)
+    old.create(lock, data, ephemeral=True, makepath=True)
     new = kazoo_factory(hostport)  # same process, new session, same store UUID
-    if kind == "direct":
+    if way == "direct":
         with pytest.raises(NodeExistsError):  # Flink takes this as "I hold it"
             new.create(lock, b"127.0.0.1", ephemeral=True)
     else:
         new.create(lock, b"127.0.0.1", ephemeral=True)
     old.stop()  # the old session goes
     owner = new.exists(lock)
-    if kind == "direct":
+    if way == "direct":
         assert owner is None  # the lock vanished under the new session
     else:
         assert owner is not None and owner.ephemeralOwner == new.client_id[0]
+    if way == "reclaimed":
+        assert metric(proxy, "zkwarden_reclaims_at_create_total") == 1
 
 
 # ------------------------------------------------------------ failure 4
-
-def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
-    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
-        identity.encode(), incarnation, session, original)
-
 
 @pytest.mark.parametrize("kind", MODES)
 def test_orphaned_stale_lock_is_swept(kind, private_zk, zkwarden_factory, kazoo_factory):
@@ -265,21 +307,23 @@ def test_sweep_and_reclaim_leave_what_is_not_a_stale_lock(private_zk, zkwarden_f
 
 # ------------------------------------------------------------ failure 5
 
-@pytest.mark.parametrize("kind", MODES)
-def test_job_graph_removed_after_cancel_despite_restarted_standby(kind, private_zk, zkwarden_factory,
+@pytest.mark.parametrize("way", WAYS)
+def test_job_graph_removed_after_cancel_despite_restarted_standby(way, private_zk, zkwarden_factory,
                                                                   kazoo_factory):
+    kind = "zkwarden" if way != "direct" else "direct"
     leader_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-0")
     standby_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-1")
     graph = "/flink/c1/jobgraphs/%s" % ("f" * 32)
     leader = kazoo_factory(leader_hp)
     leader.create(graph, b"jobgraph-handle", makepath=True)
-    old_standby = kazoo_factory(standby_hp)  # jm-1's previous incarnation, still alive
-    old_standby.create("%s/%s" % (graph, new_uuid()), b"127.0.0.1", ephemeral=True)
+    # jm-1's previous incarnation, still alive, holds a lock on the job graph.
+    old_standby, data = old_lock_holder(way, private_zk, standby_hp, kazoo_factory, identity="jm-1")
+    old_standby.create("%s/%s" % (graph, new_uuid()), data, ephemeral=True)
     kazoo_factory(standby_hp)  # jm-1 restarted: its new incarnation
     own = "%s/%s" % (graph, new_uuid())
     leader.create(own, b"127.0.0.1", ephemeral=True)
     leader.delete(own)  # cancel: release, then remove the job graph
-    if kind == "direct":
+    if way == "direct":
         with pytest.raises(NotEmptyError):
             leader.delete(graph)
         return
