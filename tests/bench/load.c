@@ -6,17 +6,23 @@
  *       the requests go to them in turn, A B C A B C ..., so that load from
  *       elsewhere on the machine hits each alike; one result per server.
  *   zkw_bench_load throughput -s host:port[,host:port...] -o OP [-n SESSIONS] [-d DEPTH] [-t SEC] [-w SEC]
- *                             [-S SLICE-MS] [-c COUNT] [-l LABEL,...]
+ *                             [-S SLICE-MS] [-c COUNT] [-A host:port] [-l LABEL,...]
  *       SESSIONS handles per server, each keeping up to DEPTH asynchronous
  *       requests in flight (the completion of one issues the next). With
  *       several servers they take turns of SLICE-MS (default 200), A B C A B
  *       C ..., until each has had SEC seconds: only the active server's
- *       sessions issue requests. One result per server.
- *   zkw_bench_load idle       -s host:port -n SESSIONS [-C CONCURRENCY]
+ *       sessions issue requests. One result per server. With -A, every
+ *       session is first created there (directly, raw socket) and then
+ *       re-attached through its server with its id and password.
+ *   zkw_bench_load idle       -s host:port -n SESSIONS [-C CONCURRENCY] [-A host:port]
  *       Raw sockets, no libzookeeper: opens SESSIONS sessions (one
- *       ConnectRequest per socket, at most CONCURRENCY handshakes at a time),
+ *       ConnectRequest per socket, at most CONCURRENCY handshakes at a time;
+ *       with -A, the sessions are first created there, directly, and then
+ *       re-attached through -s with their id and password),
  *       prints one JSON line once all are established (or failed), keeps them
- *       alive with pings until stdin closes, then sends closeSession on each.
+ *       alive with pings until stdin closes, then sends closeSession on each
+ *       and prints a second line with the count of sessions whose connection
+ *       closed after they were established ("lost").
  *
  * OP: get (getData of a small node), set (setData of a per-session node),
  * create (create an ephemeral, then delete it: two requests), flink (a
@@ -78,6 +84,7 @@ struct opts {
   int timeout_ms;
   int concurrency;
   int slice_ms;
+  const char *attach_from;
   const char *label;
 };
 
@@ -440,10 +447,10 @@ static int issue_sync(struct slot *sl) {
 
 /* ---- setup and teardown ---- */
 
-static int connect_session(struct sess *s, int idx, const char *server) {
+static int connect_session(struct sess *s, int idx, const char *server, const clientid_t *attach) {
   s->idx = idx;
   atomic_store(&s->state, 0);
-  s->zh = zookeeper_init(server, watcher, o.timeout_ms, NULL, s, 0);
+  s->zh = zookeeper_init(server, watcher, o.timeout_ms, attach, s, 0);
   if (!s->zh) return -1;
   /* By default the C client resolves the server list again at every turn of
    * its I/O loop (getaddrinfo with a netlink dump); that would be the client's
@@ -627,6 +634,8 @@ static void run_async(struct sess *ss, int n, int depth, double *measured) {
   if (o.count) measured[0] = (double)(now_ns() - t_begin) / 1e9;
 }
 
+static clientid_t *create_sessions(int n);
+
 static int run_zk(bool sync) {
   g_nservers = split(o.server, g_servers);
   int nlabels = split(o.label, g_labels);
@@ -643,13 +652,19 @@ static int run_zk(bool sync) {
   for (int k = 0; k < MAX_SERVERS; k++)
     pthread_mutex_init(&g_park_mu[k], NULL);
 
+  /* With -A the sessions are created there first and re-attached through
+   * the servers: through zkwarden a new session is a new incarnation of its
+   * identity, which supersedes (fences) the previous one. Otherwise they
+   * connect one after the other, as a JobManager opens one at a time. */
+  clientid_t *ids = o.attach_from ? create_sessions(n) : NULL;
   uint64_t c0 = now_ns();
   for (int i = 0; i < n; i++) {
     ss[i].server = i / per;
     const char *server = g_servers[ss[i].server];
-    if (connect_session(&ss[i], i, server) != 0) die("zookeeper_init %s: %s", server, strerror(errno));
+    if (connect_session(&ss[i], i, server, ids ? &ids[i] : NULL) != 0)
+      die("zookeeper_init %s: %s", server, strerror(errno));
+    if (!wait_connected(&ss[i], 1, 15000)) die("session %d to %s not connected within 15 s", i, server);
   }
-  if (!wait_connected(ss, n, 15000)) die("sessions to %s not connected within 15 s", o.server);
   double connect_ms = (double)(now_ns() - c0) / 1e6;
   setup(ss, n);
   for (int i = 0; i < n; i++) {
@@ -695,7 +710,9 @@ static int run_zk(bool sync) {
 
 struct raw {
   int fd;
-  int state; /* 0 unused, 1 connecting, 2 handshake sent, 3 established, 4 failed */
+  int64_t sid;
+  uint8_t passwd[16];
+  int state; /* 0 unused, 1 connecting, 2 handshake sent, 3 established, 4 failed, 5 lost */
   uint8_t in[64];
   int inlen;
 };
@@ -707,51 +724,49 @@ static uint32_t get32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int run_idle(void) {
-  int n = o.sessions;
-  char host[128];
-  const char *colon = strrchr(o.server, ':');
-  if (!colon || (size_t)(colon - o.server) >= sizeof host) die("bad server %s", o.server);
-  memcpy(host, o.server, (size_t)(colon - o.server));
-  host[colon - o.server] = 0;
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
-  if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) die("bad address %s", host);
-
-  struct rlimit rl;
-  getrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur < (rlim_t)n + 64) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < (rlim_t)n + 64) die("RLIMIT_NOFILE %lu is below %d sessions", rl.rlim_cur, n);
+/* Reads and drops what an established session receives (ping replies);
+ * a session whose connection closes is counted as lost. */
+static int g_lost;
+static void drain(struct raw *c) {
+  uint8_t sink[256];
+  ssize_t got;
+  while ((got = read(c->fd, sink, sizeof sink)) > 0) {
   }
+  if (got == 0 || (got < 0 && errno != EAGAIN)) {
+    c->state = 5;
+    g_lost++;
+  }
+}
 
-  /* ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId,
-   * passwd (16 zero bytes), readOnly. */
-  uint8_t hello[4 + 45];
-  memset(hello, 0, sizeof hello);
-  put32(hello, 45);
-  put32(hello + 4 + 12, (uint32_t)o.timeout_ms);
-  put32(hello + 4 + 24, 16);
-  static const uint8_t ping[12] = {0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11};
-  static const uint8_t bye[12] = {0, 0, 0, 8, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xf5};
+static void parse_addr(const char *hostport, struct sockaddr_in *sa) {
+  char host[128];
+  const char *colon = strrchr(hostport, ':');
+  if (!colon || (size_t)(colon - hostport) >= sizeof host) die("bad server %s", hostport);
+  memcpy(host, hostport, (size_t)(colon - hostport));
+  host[colon - hostport] = 0;
+  *sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+  if (inet_pton(AF_INET, host, &sa->sin_addr) != 1) die("bad address %s", host);
+}
 
-  struct raw *r = calloc((size_t)n, sizeof *r);
-  int ep = epoll_create1(0);
-  if (!r || ep < 0) die("setup: %s", strerror(errno));
-  int next = 0, pending = 0, established = 0, failed = 0;
-  uint64_t t0 = now_ns();
-  uint64_t deadline = t0 + 120000000000ull;
+/* Opens a session on each of r[0..n): a ConnectRequest with r[i].sid and
+ * r[i].passwd (0: a new session), at most o.concurrency handshakes at a time.
+ * Established sessions get their id and password from the reply. Returns the
+ * number established; *failed gets the others. */
+static int open_all(struct raw *r, int n, const struct sockaddr_in *sa, int ep, int *failed) {
+  int next = 0, pending = 0, established = 0;
+  uint64_t deadline = now_ns() + 120000000000ull;
   struct epoll_event evs[256];
-
-  while (established + failed < n && now_ns() < deadline) {
+  *failed = 0;
+  while (established + *failed < n && now_ns() < deadline) {
     while (next < n && pending < o.concurrency) {
       struct raw *c = &r[next];
+      c->inlen = 0;
       c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (c->fd < 0) die("socket: %s", strerror(errno));
       int one = 1;
       setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) {
-        c->state = 4, failed++, next++;
+      if (connect(c->fd, (const struct sockaddr *)sa, sizeof *sa) != 0 && errno != EINPROGRESS) {
+        c->state = 4, (*failed)++, next++;
         close(c->fd);
         c->fd = -1;
         continue;
@@ -765,11 +780,20 @@ static int run_idle(void) {
     for (int i = 0; i < k; i++) {
       struct raw *c = &r[evs[i].data.u32];
       if (c->state == 1 && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        /* ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId,
+         * passwd (16 bytes), readOnly. */
+        uint8_t hello[4 + 45] = {0};
+        put32(hello, 45);
+        put32(hello + 4 + 12, (uint32_t)o.timeout_ms);
+        put32(hello + 4 + 16, (uint32_t)((uint64_t)c->sid >> 32));
+        put32(hello + 4 + 20, (uint32_t)c->sid);
+        put32(hello + 4 + 24, 16);
+        memcpy(hello + 4 + 28, c->passwd, 16);
         int err = 0;
         socklen_t el = sizeof err;
         getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
         if (err || write(c->fd, hello, sizeof hello) != (ssize_t)sizeof hello) {
-          c->state = 4, failed++, pending--;
+          c->state = 4, (*failed)++, pending--;
           epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
           continue;
         }
@@ -780,28 +804,85 @@ static int run_idle(void) {
         ssize_t got = read(c->fd, c->in + c->inlen, sizeof c->in - (size_t)c->inlen);
         if (got <= 0) {
           if (got < 0 && errno == EAGAIN) continue;
-          c->state = 4, failed++, pending--;
+          c->state = 4, (*failed)++, pending--;
           epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
           continue;
         }
         c->inlen += (int)got;
+        /* ConnectResponse: length, protocolVersion, timeOut, sessionId, passwd. */
         if (c->inlen >= 4 + 36) {
           int32_t timeout = (int32_t)get32(c->in + 8);
-          c->state = timeout > 0 ? 3 : 4;
-          if (timeout > 0)
-            established++;
-          else
-            failed++;
           pending--;
-          c->inlen = 0;
+          if (timeout > 0 && get32(c->in + 20) == 16) {
+            c->state = 3, established++;
+            c->sid = (int64_t)((uint64_t)get32(c->in + 12) << 32 | get32(c->in + 16));
+            memcpy(c->passwd, c->in + 24, 16);
+          } else {
+            c->state = 4, (*failed)++;
+          }
         }
       } else if (c->state == 3) {
-        uint8_t sink[256];
-        while (read(c->fd, sink, sizeof sink) > 0) {
-        }
+        drain(c);
       }
     }
   }
+  return established;
+}
+
+/* Creates n sessions on o.attach_from over raw sockets and closes the
+ * sockets without closeSession: the sessions live on for their timeout. */
+static clientid_t *create_sessions(int n) {
+  struct sockaddr_in from;
+  parse_addr(o.attach_from, &from);
+  struct raw *r = calloc((size_t)n, sizeof *r);
+  clientid_t *ids = calloc((size_t)n, sizeof *ids);
+  int ep = epoll_create1(0), failed;
+  if (!r || !ids || ep < 0) die("setup: %s", strerror(errno));
+  if (open_all(r, n, &from, ep, &failed) != n) die("%d sessions not opened on %s", failed, o.attach_from);
+  for (int i = 0; i < n; i++) {
+    close(r[i].fd);
+    ids[i].client_id = r[i].sid;
+    memcpy(ids[i].passwd, r[i].passwd, sizeof ids[i].passwd);
+  }
+  close(ep);
+  free(r);
+  return ids;
+}
+
+static int run_idle(void) {
+  int n = o.sessions;
+  struct sockaddr_in sa, from;
+  parse_addr(o.server, &sa);
+  if (o.attach_from) parse_addr(o.attach_from, &from);
+
+  struct rlimit rl;
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < (rlim_t)n + 64) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < (rlim_t)n + 64) die("RLIMIT_NOFILE %lu is below %d sessions", rl.rlim_cur, n);
+  }
+  static const uint8_t ping[12] = {0, 0, 0, 8, 0xff, 0xff, 0xff, 0xfe, 0, 0, 0, 11};
+  static const uint8_t bye[12] = {0, 0, 0, 8, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xf5};
+
+  struct raw *r = calloc((size_t)n, sizeof *r);
+  int ep = epoll_create1(0);
+  if (!r || ep < 0) die("setup: %s", strerror(errno));
+  int failed = 0;
+  if (o.attach_from) {
+    /* New sessions there, their sockets closed without closeSession: the
+     * sessions live on (for their timeout) and are re-attached below. */
+    int got = open_all(r, n, &from, ep, &failed);
+    if (got != n) die("%d of %d sessions opened on %s", got, n, o.attach_from);
+    for (int i = 0; i < n; i++) {
+      epoll_ctl(ep, EPOLL_CTL_DEL, r[i].fd, NULL);
+      close(r[i].fd);
+      r[i].fd = -1;
+    }
+  }
+  uint64_t t0 = now_ns();
+  int established = open_all(r, n, &sa, ep, &failed);
+  struct epoll_event evs[256];
   double connect_s = (double)(now_ns() - t0) / 1e9;
   printf("{\"mode\":\"idle\",\"label\":\"%s\",\"server\":\"%s\",\"sessions\":%d,\"established\":%d,"
          "\"failed\":%d,\"connect_s\":%.3f}\n",
@@ -818,8 +899,10 @@ static int run_idle(void) {
     }
     int k = epoll_wait(ep, evs, 256, 200);
     for (int i = 0; i < k; i++) {
-      uint8_t sink[256];
-      while (read(r[evs[i].data.u32].fd, sink, sizeof sink) > 0) {
+      struct raw *c = &r[evs[i].data.u32];
+      if (c->state == 3) {
+        drain(c);
+        if (c->state == 5) epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
       }
     }
     if (now_ns() >= next_ping) {
@@ -834,7 +917,9 @@ static int run_idle(void) {
   for (int i = 0; i < n; i++)
     if (r[i].fd > 0) close(r[i].fd);
   close(ep);
-  return established == n ? 0 : 1;
+  printf("{\"mode\":\"idle_end\",\"label\":\"%s\",\"lost\":%d}\n", o.label ? o.label : "", g_lost);
+  fflush(stdout);
+  return established == n && !g_lost ? 0 : 1;
 }
 
 static void usage(void) {
@@ -842,7 +927,8 @@ static void usage(void) {
       stderr,
       "usage: zkw_bench_load latency|throughput|idle -s host:port[,host:port...] [-o get|set|create|flink]\n"
       "       [-n sessions] [-d depth] [-t seconds] [-w warmup-seconds] [-c count] [-z size]\n"
-      "       [-T session-timeout-ms] [-C concurrency] [-S slice-ms] [-l label[,label...]]\n");
+      "       [-T session-timeout-ms] [-C concurrency] [-S slice-ms] [-A attach-from] [-l "
+      "label[,label...]]\n");
   exit(2);
 }
 
@@ -851,7 +937,7 @@ int main(int argc, char **argv) {
   o.mode = argv[1];
   optind = 2;
   int c;
-  while ((c = getopt(argc, argv, "s:o:n:d:t:w:c:z:T:C:S:l:")) != -1) {
+  while ((c = getopt(argc, argv, "s:o:n:d:t:w:c:z:T:C:S:A:l:")) != -1) {
     switch (c) {
     case 's':
       o.server = optarg;
@@ -890,6 +976,9 @@ int main(int argc, char **argv) {
       break;
     case 'S':
       o.slice_ms = atoi(optarg);
+      break;
+    case 'A':
+      o.attach_from = optarg;
       break;
     case 'l':
       o.label = optarg;
