@@ -2,7 +2,8 @@
 # Runs every test of zkwarden on a fresh Debian machine: installs what is
 # missing, builds a release and an ASan+UBSan build, then runs the unit and
 # differential tests on both, a short fuzz run of the codec, and the
-# integration tests against a real ZooKeeper with the sanitizer build.
+# integration tests against a real ZooKeeper with the sanitizer build, and
+# the performance guard (tests/bench/run.sh --quick: loose ratios to direct).
 #   ZKW_FUZZ_SECONDS (default 60)  length of the fuzz run; 0 skips it
 # Extra arguments are passed to pytest (e.g. -k kazoo).
 set -uo pipefail
@@ -41,6 +42,8 @@ suite "integration (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" ZKW_BUI
   "$repo/tests/integration/run.sh" "$@"
 suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
   "$repo/tests/admin/run.sh"
+suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
+  ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done

@@ -440,9 +440,9 @@ def check_targets(summary, sess, quick):
         r50, r99 = median(z["r50"]), median(z["r99"])
         h50 = median(h["r50"]) if h else float("nan")
         h99 = median(h["r99"]) if h else float("nan")
-        line(r50 <= T_P50 and r50 < h50, "p50 latency (getData, one client): zkwarden %.2fx direct, HAProxy %.2fx "
+        line(r50 <= T_P50 and r50 < h50, "p50 latency (getData, one client): zkwarden %.3fx direct, HAProxy %.3fx "
              "(target <= %.2fx and below HAProxy)" % (r50, h50, T_P50))
-        line(r99 <= T_P99 and r99 < h99, "p99 latency (getData, one client): zkwarden %.2fx direct, HAProxy %.2fx "
+        line(r99 <= T_P99 and r99 < h99, "p99 latency (getData, one client): zkwarden %.3fx direct, HAProxy %.3fx "
              "(target <= %.2fx and below HAProxy)" % (r99, h99, T_P99))
         if quick and min(z["r50"]) > Q_P50:
             bad.append("zkwarden p50 %.2fx direct > %.1fx" % (min(z["r50"]), Q_P50))
@@ -450,7 +450,7 @@ def check_targets(summary, sess, quick):
     if z:
         ro = median(z["rops"])
         ho = median(h["rops"]) if h else float("nan")
-        line(ro >= T_TPUT and ro > ho, "throughput (pipelined getData): zkwarden %.2fx direct, HAProxy %.2fx "
+        line(ro >= T_TPUT and ro > ho, "throughput (pipelined getData): zkwarden %.3fx direct, HAProxy %.3fx "
              "(target >= %.2fx and above HAProxy)" % (ro, ho, T_TPUT))
         if quick and max(z["rops"]) < Q_TPUT:
             bad.append("zkwarden throughput %.2fx direct < %.1fx" % (max(z["rops"]), Q_TPUT))
@@ -780,12 +780,15 @@ def main():
     (outdir / "meta.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     print()
     print(text)
-    print("results: %s" % outdir)
     if violations:
+        print("results: %s" % outdir)
         print("bench: FAILED: %s" % "; ".join(violations))
         return 1
     if a.quick and not a.out:
         shutil.rmtree(outdir, ignore_errors=True)
+        print("bench: guard passed (results removed)")
+    else:
+        print("results: %s" % outdir)
     return 0
 
 
