@@ -845,6 +845,7 @@ static clientid_t *create_sessions(int n) {
     memcpy(ids[i].passwd, r[i].passwd, sizeof ids[i].passwd);
   }
   close(ep);
+  sleep_ms(200); /* lets the server close its side of those connections */
   free(r);
   return ids;
 }
@@ -879,6 +880,7 @@ static int run_idle(void) {
       close(r[i].fd);
       r[i].fd = -1;
     }
+    sleep_ms(1000); /* lets the server close its side of those connections */
   }
   uint64_t t0 = now_ns();
   int established = open_all(r, n, &sa, ep, &failed);
