@@ -140,12 +140,20 @@ def zkwarden_factory(tmp_path, request):
 # ---------------------------------------------------------------- targets
 
 class Target:
-    """Where clients connect: the server itself or a zkwarden in front of it."""
+    """Where clients connect: the server itself or a zkwarden in front of it.
 
-    def __init__(self, kind, server, proxy=None):
+    One zkwarden stands for one JobManager's sidecar: every new session
+    through it is a new incarnation of its identity and fences the previous
+    session (DESIGN.md 3.3), so a second concurrent session must not share
+    it. Sessions other than the one under test (helpers that trigger
+    watches, a second Curator client, ...) connect to another() instead: the
+    server (direct) or a zkwarden of their own, as another JobManager would."""
+
+    def __init__(self, kind, server, proxy=None, factory=None):
         self.kind = kind
         self.server = server
         self.proxy = proxy
+        self.factory = factory
 
     @property
     def port(self):
@@ -155,6 +163,12 @@ class Target:
     def hostport(self):
         return "%s:%d" % (HOST, self.port)
 
+    def another(self):
+        """host:port for one more client session (see the class comment)."""
+        if self.kind == "direct":
+            return self.server.hostport
+        return self.factory.start(self.server).hostport
+
     def __repr__(self):
         return "Target(%s, %s)" % (self.kind, self.hostport)
 
@@ -162,8 +176,8 @@ class Target:
 def make_target(kind, server, zkwarden_factory_getter):
     if kind == "direct":
         return Target("direct", server)
-    proxy = zkwarden_factory_getter().start(server)
-    return Target("zkwarden", server, proxy)
+    factory = zkwarden_factory_getter()
+    return Target("zkwarden", server, factory.start(server), factory)
 
 
 @pytest.fixture(params=MODES)

@@ -75,12 +75,14 @@ def raw_call(client, request, timeout=15):
     return result.get(timeout=timeout)
 
 
-def run(target_hostport, root, kazoo_factory):
-    """Run the workload under `root` against target_hostport; return a Transcript."""
+def run(target_hostport, root, kazoo_factory, another):
+    """Run the workload under `root` with its client on target_hostport;
+    the other sessions connect to another() (see conftest.Target).
+    Returns a Transcript."""
     T = Transcript(root)
     R = root
     c = kazoo_factory(target_hostport)
-    helper = kazoo_factory(target_hostport)   # another session, for watches and ACLs
+    helper = kazoo_factory(another())   # another session, for watches and ACLs
     T.self_sid = c.client_id[0]
 
     # ---- create modes
@@ -152,11 +154,11 @@ def run(target_hostport, root, kazoo_factory):
     T.step("unauth get after set_acls", helper.get, acl_node)
     T.step("unauth set after set_acls", helper.set, acl_node, b"nope")
     T.step("unauth create child", helper.create, acl_node + "/kid", b"")
-    wrong = kazoo_factory(target_hostport)
+    wrong = kazoo_factory(another())
     T.step("wrong password add_auth", wrong.add_auth, "digest", "alice:wrong")
     T.step("wrong password set", wrong.set, acl_node, b"nope")
     wrong.stop()
-    bad_scheme = kazoo_factory(target_hostport)
+    bad_scheme = kazoo_factory(another())
     T.step("unknown auth scheme", bad_scheme.add_auth, "nosuchscheme", "x")
     bad_scheme.stop()
     # kazoo replaces an empty ACL list by its default: send the request itself

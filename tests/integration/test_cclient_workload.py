@@ -85,8 +85,9 @@ EXPECTED = [
 ]
 
 
-def run_cclient(binary, hostport, root):
-    rc, out, err = run_bounded([binary, "workload", hostport, root], timeout=90)
+def run_cclient(binary, target, root):
+    rc, out, err = run_bounded([binary, "workload", target.hostport, root, target.another()],
+                               timeout=90)
     lines = out.splitlines()
     assert rc == 0 and lines and lines[-1] == "DONE", \
         "C client workload failed (rc=%s)\nstdout:\n%s\nstderr:\n%s" % (rc, out, err)
@@ -97,11 +98,11 @@ def run_cclient(binary, hostport, root):
 
 def test_cclient_workload(target, build_dir, transcripts, zk_server):
     binary = cclient_binary(build_dir)
-    got = run_cclient(binary, target.hostport, "/cclient-" + target.kind)
+    got = run_cclient(binary, target, "/cclient-" + target.kind)
     transcripts[("cclient", target.kind)] = got
     assert_transcript(got, EXPECTED, "C client %s" % target.kind)
     if target.kind == "zkwarden":
         direct = transcripts.get(("cclient", "direct"))
         if direct is None:
-            direct = run_cclient(binary, Target("direct", zk_server).hostport, "/cclient-direct")
+            direct = run_cclient(binary, Target("direct", zk_server), "/cclient-direct")
         assert_transcript(got, direct, "C client zkwarden vs direct")

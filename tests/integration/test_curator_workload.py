@@ -69,8 +69,9 @@ EXPECTED = [
 ]
 
 
-def run_curator(java_classes, hostport, root):
-    rc, out, err = run_bounded(java_classes.cmd("CuratorWorkload", hostport, root), timeout=150)
+def run_curator(java_classes, target, root):
+    rc, out, err = run_bounded(java_classes.cmd("CuratorWorkload", target.hostport, root,
+                                                target.another()), timeout=150)
     lines = out.splitlines()
     assert rc == 0 and lines and lines[-1] == "DONE", \
         "CuratorWorkload failed (rc=%s)\nstdout:\n%s\nstderr:\n%s" % (rc, out, err)
@@ -78,12 +79,11 @@ def run_curator(java_classes, hostport, root):
 
 
 def test_curator_workload(target, java_classes, transcripts, zk_server):
-    got = run_curator(java_classes, target.hostport, "/curator-" + target.kind)
+    got = run_curator(java_classes, target, "/curator-" + target.kind)
     transcripts[("curator", target.kind)] = got
     assert_transcript(got, EXPECTED, "curator %s" % target.kind)
     if target.kind == "zkwarden":
         direct = transcripts.get(("curator", "direct"))
         if direct is None:
-            direct = run_curator(java_classes, Target("direct", zk_server).hostport,
-                                 "/curator-direct")
+            direct = run_curator(java_classes, Target("direct", zk_server), "/curator-direct")
         assert_transcript(got, direct, "curator zkwarden vs direct")

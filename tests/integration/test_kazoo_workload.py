@@ -133,7 +133,8 @@ def assert_transcript(got, expected, what):
 
 def _run(mode_target, kazoo_factory):
     root = "/kazoo-" + mode_target.kind
-    return kazoo_workload.run(mode_target.hostport, root, kazoo_factory).entries
+    return kazoo_workload.run(mode_target.hostport, root, kazoo_factory,
+                              mode_target.another).entries
 
 
 def test_kazoo_workload(target, kazoo_factory, transcripts, zk_server):

@@ -31,7 +31,7 @@ def private_target(request, private_zk):
 
 
 def prepare(target, kazoo_factory, root):
-    setup = kazoo_factory(target)
+    setup = kazoo_factory(target.another())
     setup.create(root, b"")
     setup.create(root + "/watched", b"0")
     setup.create(root + "/tree", b"")
@@ -64,7 +64,7 @@ def test_reconnect_kazoo_keeps_session(private_target, private_zk, kazoo_factory
     assert KazooState.LOST not in states.seen
     assert c.client_id[0] == sid
     assert c.exists(root + "/eph").ephemeralOwner == sid
-    other = kazoo_factory(private_target)
+    other = kazoo_factory(private_target.another())
     assert other.exists(root + "/eph").ephemeralOwner == sid
     c.set(root + "/watched", b"after")
     assert other.get(root + "/watched")[0] == b"after"
@@ -171,7 +171,7 @@ def test_reconnect_rearms_watches(client, private_target, private_zk, kazoo_fact
                     if not re.match(spec["session_event"], line)]
         assert spurious == [], "events before any change: %s" % spurious
 
-        other = kazoo_factory(private_target)
+        other = kazoo_factory(private_target.another())
         other.set(root + "/watched", b"1")
         other.create(root + "/watched/kid", b"")
         other.create(root + "/later", b"")

@@ -33,7 +33,7 @@ class States:
 def test_close_session_removes_ephemerals(target, kazoo_factory):
     root = "/close-" + target.kind
     owner = kazoo_factory(target)
-    watcher = kazoo_factory(target)
+    watcher = kazoo_factory(target.another())
     owner.create(root, b"")
     owner.create(root + "/eph1", b"1", ephemeral=True)
     owner.create(root + "/eph2", b"2", ephemeral=True)

@@ -1,10 +1,12 @@
 /*
  * The C client (libzookeeper_mt, sync API) side of the integration suite.
  *
- *   zkw_cclient_workload workload  <host:port> <root>
+ *   zkw_cclient_workload workload  <host:port> <root> <other host:port>
  *       Runs a fixed workload and prints one transcript line per step on
  *       stdout: "<label>\t<value>" (paths relative to <root> as "R", Stat
  *       reduced to its deterministic fields, errors as "!ZNAME"), then "DONE".
+ *       A second handle (unauthenticated, and the trigger of watches)
+ *       connects to <other host:port>: through zkwarden, its own sidecar.
  *
  *   zkw_cclient_workload reconnect <host:port> <root>
  *       For the reconnect test: opens a session (30 s), creates <root>/eph
@@ -414,7 +416,7 @@ static char *P(const char *suffix)
     return b;
 }
 
-static int run_workload(const char *hostport)
+static int run_workload(const char *hostport, const char *other_hostport)
 {
     zhandle_t *zh, *other;
     struct Stat st;
@@ -539,7 +541,7 @@ static int run_workload(const char *hostport)
     }
     do_get(zh, "get acl node authed", P("/acl"));
 
-    other = zookeeper_init(hostport, NULL, 10000, NULL, NULL, 0);
+    other = zookeeper_init(other_hostport, NULL, 10000, NULL, NULL, 0);
     {
         /* the unauthenticated handle: its errors, in order */
         int tries;
@@ -642,8 +644,9 @@ static int run_reconnect(const char *hostport)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s workload|reconnect <host:port> <root>\n", argv[0]);
+    if (argc < 4 || (strcmp(argv[1], "workload") == 0 && argc != 5)) {
+        fprintf(stderr, "usage: %s workload <host:port> <root> <other host:port>\n"
+                        "       %s reconnect <host:port> <root>\n", argv[0], argv[0]);
         return 2;
     }
     g_root = argv[3];
@@ -651,7 +654,7 @@ int main(int argc, char **argv)
     zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
     zoo_set_log_stream(stderr);
     if (strcmp(argv[1], "workload") == 0) {
-        return run_workload(argv[2]);
+        return run_workload(argv[2], argv[4]);
     }
     if (strcmp(argv[1], "reconnect") == 0) {
         return run_reconnect(argv[2]);

@@ -1,6 +1,9 @@
 // Curator (and raw ZooKeeper 3.8 Java API) differential workload.
 //
-// usage: java CuratorWorkload <host:port> <root>
+// usage: java CuratorWorkload <host:port> <root> <host:port for the second client>
+//
+// The second Curator client (a second participant, the trigger of watches)
+// connects to its own address: through zkwarden, its own sidecar.
 //
 // Prints one transcript line per step on stdout: "<label>\t<value>", where the
 // value is normalized (paths relative to the root as "R", Stat reduced to its
@@ -159,7 +162,7 @@ public class CuratorWorkload {
         String connect = args[0];
         root = args[1];
         CuratorFramework client = newClient(connect);
-        CuratorFramework client2 = newClient(connect);
+        CuratorFramework client2 = newClient(args[2]);
         ZooKeeper zk = client.getZookeeperClient().getZooKeeper();
         selfSid = zk.getSessionId();
         final String R = root;
