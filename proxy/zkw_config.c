@@ -159,6 +159,20 @@ static int parse_log_format(struct zkw_config *cfg, const char *val, long long l
   return 0;
 }
 
+static int parse_mode(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                      size_t whylen) {
+  (void)lo, (void)hi;
+  if (strcmp(val, "sidecar") == 0)
+    cfg->relay_only = false;
+  else if (strcmp(val, "relay") == 0)
+    cfg->relay_only = true;
+  else {
+    snprintf(why, whylen, "sidecar or relay");
+    return -1;
+  }
+  return 0;
+}
+
 static int parse_identity(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                           size_t whylen) {
   (void)lo, (void)hi;
@@ -247,6 +261,7 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
 #define ZKW_SECRET_log_format  0
 #define ZKW_SECRET_log_file    0
 #define ZKW_SECRET_identity    0
+#define ZKW_SECRET_mode        0
 #define ZKW_SECRET_znode       0
 #define ZKW_SECRET_auth        1
 #define ZKW_SECRET_auth_file   0
@@ -260,6 +275,7 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
 #define ZKW_STORE_log_level(field, val)
 #define ZKW_STORE_log_format(field, val)
 #define ZKW_STORE_identity(field, val)
+#define ZKW_STORE_mode(field, val)
 #define ZKW_STORE_znode(field, val)
 #define ZKW_STORE_auth(field, val)
 #define ZKW_STORE_auth_file(field, val)
@@ -303,6 +319,7 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 #define ZKW_SHOW_log_level(field)   cfg->raw_##field
 #define ZKW_SHOW_log_format(field)  cfg->raw_##field
 #define ZKW_SHOW_identity(field)    cfg->identity
+#define ZKW_SHOW_mode(field)        cfg->raw_##field
 #define ZKW_SHOW_znode(field)       cfg->raw_##field
 #define ZKW_SHOW_auth(field)        (*cfg->raw_##field ? "<set>" : "<unset>")
 #define ZKW_SHOW_auth_file(field)   cfg->raw_##field

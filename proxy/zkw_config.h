@@ -38,6 +38,8 @@ struct zkw_hostport {
     "bound on one TCP connect to an upstream server, ms; then the next one is tried")                        \
   X(handshake_timeout_ms, "ZKWARDEN_HANDSHAKE_TIMEOUT_MS", "10000", uint, 1, 600000,                         \
     "a client that sends no ConnectRequest (or four-letter word) within this many ms is closed")             \
+  X(mode, "ZKWARDEN_MODE", "sidecar", mode, 0, 0,                                                            \
+    "sidecar: one JobManager's identity, tags, fencing and reclaim; relay: a plain transparent proxy")       \
   X(identity, "ZKWARDEN_IDENTITY", "$HOSTNAME", identity, 0, 0,                                              \
     "stable JobManager identity, e.g. the StatefulSet pod name: 1-128 of [A-Za-z0-9._-]")                    \
   X(registry_root, "ZKWARDEN_REGISTRY_ROOT", "/zkwarden", znode, 0, 0, "registry root znode")                \
@@ -67,6 +69,7 @@ struct zkw_config {
   uint32_t max_reply_frame;
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
+  bool relay_only; /* ZKWARDEN_MODE=relay: no identity features at all */
   char identity[ZKW_IDENTITY_MAX + 1];
   char registry_root[256];
   char registry_auth[256]; /* secret: never printed or logged */

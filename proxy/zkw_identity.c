@@ -53,7 +53,7 @@ static const char *identity_name(const struct zkw_identity *id) {
 }
 
 bool zkw_identity_ready(const struct zkw_identity *id, const char **why) {
-  if (id->state == ZKW_REG_OWNER && id->rec_loaded) return true;
+  if (id->disabled || (id->state == ZKW_REG_OWNER && id->rec_loaded)) return true;
   *why = id->why[0] ? id->why : state_names[id->state];
   return false;
 }
@@ -592,6 +592,7 @@ static void cancel_orphan(struct zkw_identity *id, int64_t session_id) {
 
 void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
   struct zkw_identity *id = &s->srv->identity;
+  if (id->disabled) return;
   if (req->session_id != 0) {
     cancel_orphan(id, req->session_id);
     return;
@@ -618,6 +619,7 @@ void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_con
 
 bool zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
   struct zkw_identity *id = &s->srv->identity;
+  if (id->disabled) return false;
   if (resp->timeout <= 0 || resp->session_id == 0) return false;
   if (!s->new_incarnation) {
     if (id->rec_loaded && id->rec.session == resp->session_id) s->incarnation = id->rec.incarnation;
@@ -633,6 +635,7 @@ bool zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_co
 
 void zkw_identity_on_session_closed(struct zkw_session *s) {
   struct zkw_identity *id = &s->srv->identity;
+  if (id->disabled) return;
   /* Leave the lists (a write in flight keeps its reference until it ends).
    * The caller is closing s: it is freed once its handles are gone. */
   if (s->id_list == ZKW_ID_WAITING) list_remove(&id->waiting, s);
@@ -712,6 +715,11 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
   const struct zkw_config *cfg = srv->cfg;
   memset(id, 0, sizeof *id);
   id->srv = srv;
+  if (cfg->relay_only) {
+    id->disabled = true;
+    zkw_log_info("ZKWARDEN_MODE=relay: a plain proxy, without identity, tags, fencing or reclaim");
+    return 0;
+  }
   id->rec_version = -1;
   set_state(id, ZKW_REG_CONNECTING, "registry session connecting");
   uuid_t u;
@@ -745,7 +753,7 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
 }
 
 void zkw_identity_stop(struct zkw_identity *id) {
-  if (id->stopping) return;
+  if (id->stopping || id->disabled) return;
   id->stopping = true;
   release_waiting(id);
   while (id->writers) {

@@ -50,6 +50,7 @@ enum zkw_id_list { ZKW_ID_NONE, ZKW_ID_WAITING, ZKW_ID_WRITERS, ZKW_ID_WRITING }
 
 struct zkw_identity {
   struct zkw_server *srv;
+  bool disabled; /* ZKWARDEN_MODE=relay */
   struct zkw_zk *zk;
   enum zkw_reg_state state;
   char why[256]; /* when not the owner: why, for logs and /readyz */

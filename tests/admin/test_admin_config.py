@@ -24,6 +24,7 @@ BAD = {
     "ZKWARDEN_MAX_REPLY_FRAME": ("64MiB", "an integer from 16 to"),
     "ZKWARDEN_CONNECT_TIMEOUT_MS": ("0", "an integer from 1 to 600000"),
     "ZKWARDEN_HANDSHAKE_TIMEOUT_MS": ("600001", "an integer from 1 to 600000"),
+    "ZKWARDEN_MODE": ("proxy", "sidecar or relay"),
     "ZKWARDEN_IDENTITY": ("jm/0", "[A-Za-z0-9._-]"),
     "ZKWARDEN_REGISTRY_ROOT": ("zkwarden", "absolute znode path"),
     "ZKWARDEN_REGISTRY_AUTH": ("no-colon-canary-secret", "user:password"),

@@ -35,7 +35,9 @@ def wait_ready(adm, timeout=15):
 
 # ---------------------------------------------------------------- paths
 
-def test_every_path_answers(proxy, admin, kazoo_factory):
+def test_every_path_answers(zk_server, zkwarden_factory, admin, kazoo_factory):
+    # The sidecar mode, so that the session shows its incarnation.
+    proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_MODE": "sidecar"})
     adm = admin(proxy)
     kz = kazoo_factory(proxy.hostport)
     kz.exists("/")

@@ -19,7 +19,7 @@ def reclaims(adm):
 
 
 def test_fence_of_a_superseded_session_is_listed(zk_server, zkwarden_factory, admin):
-    proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_ORPHAN_GRACE_MS": "0"})
+    proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_ORPHAN_GRACE_MS": "0", "ZKWARDEN_MODE": "sidecar"})
     adm = admin(proxy)
     first = rawzk.RawSession(proxy.port, timeout_ms=30000)  # incarnation 1
     first.close()  # the JobManager dies; its session lives on in the server
@@ -42,7 +42,7 @@ def test_fence_of_a_superseded_session_is_listed(zk_server, zkwarden_factory, ad
 
 
 def test_orphan_fence_is_listed(zk_server, zkwarden_factory, admin):
-    proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_ORPHAN_GRACE_MS": "300"})
+    proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_ORPHAN_GRACE_MS": "300", "ZKWARDEN_MODE": "sidecar"})
     adm = admin(proxy)
     before = adm.samples()
     s = rawzk.RawSession(proxy.port, timeout_ms=30000)

@@ -78,7 +78,7 @@ def test_default_curator_client_stays_on_the_sidecar(kind, ensemble, request, ja
         return
     proxy = request.getfixturevalue("zkwarden_factory").start(
         *[s.hostport for s in ensemble.servers],
-        extra_env={"ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+        extra_env={"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
     final = run_tracker(java_classes, proxy.hostport)
     assert final == proxy.hostport, final
     # What the sidecar shows for /zookeeper/config: one client address, its own.

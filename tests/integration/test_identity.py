@@ -73,7 +73,7 @@ def via(kind, zk, zkwarden_factory, identity="jm-0", **env):
     """Where the JobManager connects: ZooKeeper itself or its sidecar."""
     if kind == "direct":
         return zk.hostport, None
-    full = {"ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    full = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
     full.update({k: str(v) for k, v in env.items()})
     proxy = zkwarden_factory.start(zk, extra_env=full)
     return proxy.hostport, proxy
@@ -134,7 +134,7 @@ def test_pod_restart_leader_leads_before_session_timeout(sidecar_exit, private_z
                                                          kazoo_factory, jms):
     """The JobManager and its sidecar both restart; the registry carries the
     previous session over to the new sidecar instance."""
-    env = {"ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
     first = zkwarden_factory.start(private_zk, extra_env=env)
     latch_dir = "/flink/c1/leader/latch"
     old = jms(first.hostport, 15000, latch_dir)
@@ -386,7 +386,7 @@ def test_tags_are_invisible_to_the_jobmanager(private_zk, zkwarden_factory, kazo
 
 @pytest.mark.zkwarden
 def test_identity_conflict_fences_nothing(private_zk, zkwarden_factory, kazoo_factory):
-    env = {"ZKWARDEN_IDENTITY": "jm-x", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-x", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
     first = zkwarden_factory.start(private_zk, extra_env=env)
     jm = kazoo_factory(first.hostport)
     lock = "/flink/c1/jobgraphs/%s/%s" % ("2" * 32, new_uuid())

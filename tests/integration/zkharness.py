@@ -225,6 +225,9 @@ class Zkwarden:
             # One identity per process, as one sidecar per JobManager: the
             # registry in the shared server outlives each test's zkwarden.
             "ZKWARDEN_IDENTITY": "itest-%d-%d" % (os.getpid(), next(_IDENTITY_SEQ)),
+            # Many clients share one zkwarden in these tests: a plain relay,
+            # unless a test asks for the sidecar (identity, fencing, reclaim).
+            "ZKWARDEN_MODE": "relay",
             "ZKWARDEN_UPSTREAM": ",".join(self.upstreams),
             "ZKWARDEN_LISTEN": self.hostport,
             "ZKWARDEN_ADMIN_LISTEN": "%s:%d" % (HOST, self.admin_port),
