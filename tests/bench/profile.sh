@@ -8,4 +8,4 @@ if [ -z "${ZKW_BENCH_NO_BUILD:-}" ] && [ -z "${ZKW_BIN:-}" ]; then
   cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$repo/build" -j"$(nproc)" --target zkwarden zkw_bench_load >/dev/null
 fi
-exec /usr/bin/python3 "$repo/tests/bench/profile.py" "$@"
+exec /usr/bin/python3 "$repo/tests/bench/bench_profile.py" "$@"

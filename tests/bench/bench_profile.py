@@ -27,6 +27,11 @@ import bench  # noqa: E402  (the benchmark's process helpers)
 from bench import HOST, log, stop, stop_all  # noqa: E402
 
 
+# 4 sessions x 32 in flight, created on ZooKeeper and re-attached through the
+# proxy (through zkwarden a new session supersedes the previous one); set in main().
+PIPELINED = []
+
+
 def load(b, argv):
     return b.run_load(argv, timeout=600)[0]
 
@@ -40,7 +45,7 @@ def strace_run(b, out, pid, name, mode, target_port, count):
     time.sleep(1.0)  # attached to every thread
     argv = [mode, "-s", "%s:%d" % (HOST, target_port), "-o", "get", "-c", str(count)]
     if mode == "throughput":
-        argv += ["-n", "4", "-d", "32"]
+        argv += PIPELINED
     res = load(b, argv)
     time.sleep(0.3)
     st.send_signal(signal.SIGINT)  # detaches and writes the summary
@@ -58,6 +63,7 @@ def callgrind_totals(path):
     """(total instructions, [(self instructions, function)] of zkwarden's own code, largest first)."""
     out = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=no", "--threshold=100", str(path)],
                          capture_output=True, text=True).stdout
+    Path(str(path) + ".txt").write_text(out)
     total, funcs, seen = 0, [], set()
     for line in out.splitlines():
         m = re.match(r"\s*([\d,]+) \(\s*([\d.]+)%\)\s+(PROGRAM TOTALS|(\S+):(\S+))", line)
@@ -66,7 +72,7 @@ def callgrind_totals(path):
         ir = int(m.group(1).replace(",", ""))
         if m.group(3) == "PROGRAM TOTALS":
             total = ir
-        elif float(m.group(2)) < 90 and ("/proxy/" in m.group(4) or "/protocol/" in m.group(4)):
+        elif float(m.group(2)) < 90 and re.search(r"(^|/)(proxy|protocol)/", m.group(4)):
             name = "%s:%s" % (os.path.basename(m.group(4)), m.group(5))
             if name not in seen:  # inlined copies are listed once per file
                 seen.add(name)
@@ -112,16 +118,16 @@ def main():
     md = ["# zkwarden profile, %s" % time.strftime("%Y-%m-%d %H:%M"), "",
           "Machine: %s; load average %s." % (bench.machine(), bench.loadavg()), "",
           "getData of a 32-byte node: latency = one synchronous client, %d requests; pipelined = 4 sessions "
-          "x 32 in flight, %d requests. A frame is a request or a reply (2 per request)."
+          "(re-attached) x 32 in flight, %d requests. A frame is a request or a reply (2 per request)."
           % (a.lat_count, a.tput_count), ""]
     try:
         zk = bench.Zk(out).start()
+        PIPELINED[:] = ["-n", "4", "-d", "32", "-A", "%s:%d" % (HOST, zk.port)]
         hap = bench.Haproxy(out, zk.port).start()
         zkw = bench.Zkwarden(out, a.zkwarden, zk.port).start()
         targets = {"haproxy": (hap.port, hap.proc.pid), "zkwarden": (zkw.port, zkw.proc.pid)}
         for port in (zk.port, hap.port, zkw.port):  # warm-up
-            load(b, ["throughput", "-s", "%s:%d" % (HOST, port), "-o", "get", "-t", "2", "-w", "0", "-n", "4",
-                     "-d", "32"])
+            load(b, ["throughput", "-s", "%s:%d" % (HOST, port), "-o", "get", "-t", "2", "-w", "0"] + PIPELINED)
 
         # 1. syscalls per frame
         log("strace: syscalls per frame")
@@ -151,7 +157,7 @@ def main():
                 time.sleep(0.5)
                 argv = [mode, "-s", "%s:%d" % (HOST, zkw.port), "-o", "get", "-c", str(counts[mode])]
                 if mode == "throughput":
-                    argv += ["-n", "4", "-d", "32"]
+                    argv += PIPELINED
                 load(b, argv)
                 pr.send_signal(signal.SIGINT)
                 pr.wait(60)
@@ -181,12 +187,18 @@ def main():
             subprocess.run(["callgrind_control", "-z", str(zkcg.proc.pid)], capture_output=True)
             argv = [mode, "-s", "%s:%d" % (HOST, zkcg.port), "-o", "get", "-c", str(counts[mode])]
             if mode == "throughput":
-                argv += ["-n", "4", "-d", "32"]
+                argv += PIPELINED
             load(b, argv)
             subprocess.run(["callgrind_control", "-d", str(zkcg.proc.pid)], capture_output=True)
-            time.sleep(1)
-            new = sorted(set(glob.glob(str(cg_dir / "callgrind.out*"))) - before)
-            new = [p for p in new if os.path.getsize(p) > 0]
+            new = []
+            for _ in range(40):  # the dump is written asynchronously: wait until it stops growing
+                time.sleep(0.5)
+                files = sorted(set(glob.glob(str(cg_dir / "callgrind.out*"))) - before)
+                sizes = [os.path.getsize(p) for p in files]
+                if files and sizes[-1] > 0 and new == list(zip(files, sizes)):
+                    break
+                new = list(zip(files, sizes))
+            new = [p for p, size in new if size > 0]
             if not new:
                 md.append("| %s | no callgrind dump |" % mode)
                 continue
