@@ -250,6 +250,10 @@ class Zkwarden:
             "ZKWARDEN_LISTEN": "%s:%d" % (HOST, self.port),
             "ZKWARDEN_ADMIN_LISTEN": "%s:%d" % (HOST, self.admin_port),
             "ZKWARDEN_IDENTITY": "bench",
+            # The sidecar mode, as a JobManager gets it. Its many sessions are
+            # re-attached (see measure()), so they do not supersede each other;
+            # ZKW_BENCH_MODE=relay measures the plain proxy instead.
+            "ZKWARDEN_MODE": os.environ.get("ZKW_BENCH_MODE", "sidecar"),
             "ZKWARDEN_LOG_LEVEL": "warn",
         })
         cmd = self.wrapper + [self.binary]
@@ -680,7 +684,8 @@ def main():
     idle_counts = sorted({min(n, max_sessions) for n in idle_counts})
     t_begin = time.monotonic()
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "loadavg_start": loadavg(),
-            "args": vars(a), "zookeeper": "3.8 (Debian), standalone, forceSync=no", "nofile": nofile}
+            "args": vars(a), "zookeeper": "3.8 (Debian), standalone, forceSync=no", "nofile": nofile,
+            "zkwarden_mode": os.environ.get("ZKW_BENCH_MODE", "sidecar")}
     if capped:
         meta["sessions_capped"] = "RLIMIT_NOFILE is %d here (the hard limit; raising it needs " \
             "CAP_SYS_RESOURCE) and zkwarden holds two descriptors per session: %s capped to %d" % (
@@ -750,9 +755,9 @@ def main():
     lines, bad = check_targets(summary, sess, a.quick)
     violations += bad
     out = ["# zkwarden benchmark, %s" % meta["date"], "",
-           "Machine: %s. Load average at start %s, at end %s. ZooKeeper %s. Runtime %.0f s." % (
-               meta["machine"], meta["loadavg_start"], meta["loadavg_end"], meta["zookeeper"],
-               meta["runtime_s"]),
+           "Machine: %s. Load average at start %s, at end %s. ZooKeeper %s. zkwarden: ZKWARDEN_MODE=%s. "
+           "Runtime %.0f s." % (meta["machine"], meta["loadavg_start"], meta["loadavg_end"], meta["zookeeper"],
+                                meta["zkwarden_mode"], meta["runtime_s"]),
            "", "Command: `tests/bench/run.sh %s`" % " ".join(sys.argv[1:]), "",
            "Median (min..max) over %d round(s). Latency: one synchronous client, one request at a time, "
            "a session to each target and the requests to them in turn (direct, haproxy, zkwarden, direct, "
