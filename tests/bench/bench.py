@@ -490,29 +490,50 @@ def check_targets(summary, sess, quick):
 
 
 def write_plot(summary, tests, outdir):
+    """bench.png: absolute figures (top) and ratios to direct (bottom), per op
+    and target, median with min..max bars; the targets as dashed lines."""
     if not shutil.which("gnuplot"):
         log("gnuplot not found: no plot")
         return None
-    ops = [t for t in tests if t[0] == "latency"]
+    lat = [t for t in tests if t[0] == "latency"]
     tps = [t for t in tests if t[0] == "throughput"]
 
-    def dat(name, rows_tests, key):
+    def dat(name, rows_tests, key, targets):
         p = outdir / name
         with open(p, "w") as f:
-            f.write("# test " + " ".join("%s %s_min %s_max" % (t, t, t) for t in TARGETS) + "\n")
+            f.write("# op " + " ".join("%s %s_min %s_max" % (t, t, t) for t in targets) + "\n")
             for t in rows_tests:
                 vals = []
-                for target in TARGETS:
+                for target in targets:
                     xs = summary.get(("%s %s" % t, target), {}).get(key) or [0]
                     vals += [median(xs), min(xs), max(xs)]
                 f.write("%s %s\n" % (t[1], " ".join("%.3f" % v for v in vals)))
         return p
 
-    p50 = dat("p50.dat", ops, "p50")
-    p99 = dat("p99.dat", ops, "p99")
-    tput = dat("ops.dat", tps, "ops")
+    files = {
+        "p50": dat("p50.dat", lat, "p50", TARGETS), "p99": dat("p99.dat", lat, "p99", TARGETS),
+        "ops": dat("ops.dat", tps, "ops", TARGETS), "r50": dat("p50-ratio.dat", lat, "r50", PROXIES),
+        "r99": dat("p99-ratio.dat", lat, "r99", PROXIES), "rops": dat("ops-ratio.dat", tps, "rops", PROXIES),
+    }
+    three = "using 2:3:4:xtic(1) title 'direct' lc 1, '' using 5:6:7 title 'haproxy' lc 2, " \
+            "'' using 8:9:10 title 'zkwarden' lc 3"
+    two = "using 2:3:4:xtic(1) title 'haproxy' lc 2, '' using 5:6:7 title 'zkwarden' lc 3"
     png = outdir / "bench.png"
-    plot = """set terminal pngcairo size 1500,480 font ',10'
+    panels = []
+    for key, title, fmt in (("p50", "p50 latency, one synchronous client (us)", three),
+                            ("p99", "p99 latency, one synchronous client (us)", three),
+                            ("ops", "throughput, pipelined (ops/s)", three)):
+        if key == "ops" and not tps or key != "ops" and not lat:
+            continue
+        panels.append("set title '%s'\nunset arrow\nplot '%s' %s" % (title, files[key], fmt))
+    for key, title, target in (("r50", "p50 latency / direct", T_P50), ("r99", "p99 latency / direct", T_P99),
+                               ("rops", "throughput / direct", T_TPUT)):
+        if key == "rops" and not tps or key != "rops" and not lat:
+            continue
+        panels.append("set title '%s (dashed: the target)'\nunset arrow\n"
+                      "set arrow from graph 0, first %.2f to graph 1, first %.2f nohead dt 2 lw 2\n"
+                      "plot '%s' %s" % (title, target, target, files[key], two))
+    plot = """set terminal pngcairo size 1500,900 font ',10'
 set output '%s'
 set style data histogram
 set style histogram errorbars gap 1 lw 1
@@ -520,15 +541,10 @@ set style fill solid 0.7 border -1
 set key top left
 set grid ytics
 set yrange [0:*]
-set multiplot layout 1,3 title 'zkwarden benchmark: median and min..max over rounds (%s)'
-set title 'p50 latency, one synchronous client (us)'
-plot '%s' using 2:3:4:xtic(1) title 'direct', '' using 5:6:7 title 'haproxy', '' using 8:9:10 title 'zkwarden'
-set title 'p99 latency, one synchronous client (us)'
-plot '%s' using 2:3:4:xtic(1) title 'direct', '' using 5:6:7 title 'haproxy', '' using 8:9:10 title 'zkwarden'
-set title 'throughput, pipelined (ops/s)'
-plot '%s' using 2:3:4:xtic(1) title 'direct', '' using 5:6:7 title 'haproxy', '' using 8:9:10 title 'zkwarden'
+set multiplot layout 2,%d title 'zkwarden benchmark, %s: median and min..max over rounds'
+%s
 unset multiplot
-""" % (png, time.strftime("%Y-%m-%d"), p50, p99, tput)
+""" % (png, max(1, (len(panels) + 1) // 2), time.strftime("%Y-%m-%d"), "\n".join(panels))
     (outdir / "bench.gnuplot").write_text(plot)
     r = subprocess.run(["gnuplot", str(outdir / "bench.gnuplot")], capture_output=True, text=True)
     if r.returncode != 0:
