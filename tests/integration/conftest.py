@@ -27,8 +27,14 @@ from zkharness import HOST, ZkServer, Zkwarden, tail
 
 DIRECT_ONLY = os.environ.get("ZKW_DIRECT_ONLY", "") not in ("", "0")
 
-# Use as params=MODES in a fixture, or via the `target` fixture.
-MODES = ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)]
+# Where the clients of a test connect (params of the `target` fixture):
+# "direct" to ZooKeeper; "sidecar", zkwarden in its default mode (identity,
+# tags, fencing, reclaim; one zkwarden per client session); "relay",
+# ZKWARDEN_MODE=relay (a plain proxy).
+MODES = ["direct",
+         pytest.param("sidecar", marks=pytest.mark.zkwarden),
+         pytest.param("relay", marks=pytest.mark.zkwarden)]
+SIDECAR_MODES = MODES[:2]
 
 
 def pytest_configure(config):
@@ -147,7 +153,8 @@ class Target:
     session (DESIGN.md 3.3), so a second concurrent session must not share
     it. Sessions other than the one under test (helpers that trigger
     watches, a second Curator client, ...) connect to another() instead: the
-    server (direct) or a zkwarden of their own, as another JobManager would."""
+    server (direct) or a zkwarden of their own, as another JobManager would.
+    Relay mode gets the same layout, so both modes see the same traffic."""
 
     def __init__(self, kind, server, proxy=None, factory=None):
         self.kind = kind
@@ -163,21 +170,29 @@ class Target:
     def hostport(self):
         return "%s:%d" % (HOST, self.port)
 
+    @property
+    def via_zkwarden(self):
+        return self.proxy is not None
+
     def another(self):
         """host:port for one more client session (see the class comment)."""
         if self.kind == "direct":
             return self.server.hostport
-        return self.factory.start(self.server).hostport
+        return start_zkwarden(self.factory, self.server, self.kind).hostport
 
     def __repr__(self):
         return "Target(%s, %s)" % (self.kind, self.hostport)
+
+
+def start_zkwarden(factory, server, mode):
+    return factory.start(server, extra_env={"ZKWARDEN_MODE": mode})
 
 
 def make_target(kind, server, zkwarden_factory_getter):
     if kind == "direct":
         return Target("direct", server)
     factory = zkwarden_factory_getter()
-    return Target("zkwarden", server, factory.start(server), factory)
+    return Target(kind, server, start_zkwarden(factory, server, kind), factory)
 
 
 @pytest.fixture(params=MODES)

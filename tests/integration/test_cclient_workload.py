@@ -101,8 +101,8 @@ def test_cclient_workload(target, build_dir, transcripts, zk_server):
     got = run_cclient(binary, target, "/cclient-" + target.kind)
     transcripts[("cclient", target.kind)] = got
     assert_transcript(got, EXPECTED, "C client %s" % target.kind)
-    if target.kind == "zkwarden":
+    if target.via_zkwarden:
         direct = transcripts.get(("cclient", "direct"))
         if direct is None:
             direct = run_cclient(binary, Target("direct", zk_server), "/cclient-direct")
-        assert_transcript(got, direct, "C client zkwarden vs direct")
+        assert_transcript(got, direct, "C client %s vs direct" % target.kind)

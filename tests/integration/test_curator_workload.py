@@ -82,8 +82,8 @@ def test_curator_workload(target, java_classes, transcripts, zk_server):
     got = run_curator(java_classes, target, "/curator-" + target.kind)
     transcripts[("curator", target.kind)] = got
     assert_transcript(got, EXPECTED, "curator %s" % target.kind)
-    if target.kind == "zkwarden":
+    if target.via_zkwarden:
         direct = transcripts.get(("curator", "direct"))
         if direct is None:
             direct = run_curator(java_classes, Target("direct", zk_server), "/curator-direct")
-        assert_transcript(got, direct, "curator zkwarden vs direct")
+        assert_transcript(got, direct, "curator %s vs direct" % target.kind)

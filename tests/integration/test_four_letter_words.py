@@ -19,7 +19,7 @@ def test_srvr(target, zk_server):
     assert b"Mode: standalone" in out
     assert keys(out) == ["Zookeeper version", "Latency min/avg/max", "Received", "Sent",
                          "Connections", "Outstanding", "Zxid", "Mode", "Node count"]
-    if target.kind == "zkwarden":
+    if target.via_zkwarden:
         direct = four_letter(zk_server.port, "srvr")
         assert keys(out) == keys(direct)
 

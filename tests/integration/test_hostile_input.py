@@ -116,7 +116,8 @@ def attach(port, session):
 
 @pytest.fixture
 def proxy(zk_server, zkwarden_factory):
-    return zkwarden_factory.start(zk_server)
+    # the default mode: one JobManager's sidecar
+    return zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_MODE": "sidecar"})
 
 
 @pytest.fixture
@@ -272,7 +273,8 @@ def test_frame_over_zkwarden_max_frame(zk_server, zkwarden_factory, kazoo_factor
     client sees ConnectionLoss and reconnects its session); smaller frames
     pass."""
     from kazoo.exceptions import ConnectionLoss
-    proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_MAX_FRAME": "65536"})
+    proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_MAX_FRAME": "65536",
+                                                         "ZKWARDEN_MODE": "sidecar"})
     c = kazoo_factory(proxy)
     sid = c.client_id[0]
     c.create("/hostile-maxframe", b"x" * 60000)

@@ -141,8 +141,8 @@ def test_kazoo_workload(target, kazoo_factory, transcripts, zk_server):
     got = _run(target, kazoo_factory)
     transcripts[("kazoo", target.kind)] = got
     assert_transcript(got, EXPECTED, "kazoo %s" % target.kind)
-    if target.kind == "zkwarden":
+    if target.via_zkwarden:
         direct = transcripts.get(("kazoo", "direct"))
         if direct is None:
             direct = _run(Target("direct", zk_server), kazoo_factory)
-        assert_transcript(got, direct, "kazoo zkwarden vs direct")
+        assert_transcript(got, direct, "kazoo %s vs direct" % target.kind)

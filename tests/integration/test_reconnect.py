@@ -19,12 +19,12 @@ import time
 import pytest
 from kazoo.protocol.states import KazooState
 
-from conftest import MODES, make_target
+from conftest import SIDECAR_MODES, make_target
 from test_cclient_workload import cclient_binary
 from test_sessions import States
 
 
-@pytest.fixture(params=MODES)
+@pytest.fixture(params=SIDECAR_MODES)
 def private_target(request, private_zk):
     return make_target(request.param, private_zk,
                        lambda: request.getfixturevalue("zkwarden_factory"))

@@ -81,7 +81,7 @@ def test_zkcli(target, transcripts, zk_server):
     transcripts[("zkcli", target.kind)] = (out, err)
     assert out == EXPECTED_STDOUT
     assert err == EXPECTED_STDERR
-    if target.kind == "zkwarden":
+    if target.via_zkwarden:
         direct = transcripts.get(("zkcli", "direct"))
         if direct is None:
             direct = run_zkcli(Target("direct", zk_server).hostport, "/zkcli-direct")
