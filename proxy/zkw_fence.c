@@ -6,6 +6,8 @@
 #include <time.h>
 #include <zookeeper/zookeeper.h>
 
+#include "zkw_zk.h"
+
 struct fence_wait {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -38,7 +40,7 @@ static void fence_work(uv_work_t *req) {
   memcpy(id.passwd, f->passwd, sizeof id.passwd);
 
   f->result = ZKW_FENCE_FAILED;
-  zhandle_t *zh = zookeeper_init(f->hosts, fence_watcher, f->timeout_ms, &id, &w, 0);
+  zhandle_t *zh = zookeeper_init2(f->hosts, fence_watcher, f->timeout_ms, &id, &w, 0, zkw_zk_client_log);
   memset(&id, 0, sizeof id);
   if (!zh) {
     snprintf(f->detail, sizeof f->detail, "cannot create a client handle");

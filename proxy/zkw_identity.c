@@ -26,6 +26,8 @@
 #define REGISTRY_RETRY_MS 5000
 /* Between background fence attempts. */
 #define FENCE_RETRY_MS 1000
+/* A second fence of an attached session within this time is a conflict. */
+#define SHARED_SIDECAR_WINDOW_MS 60000
 
 struct zkw_orphan {
   struct zkw_orphan *next;
@@ -82,6 +84,7 @@ static void fence_previous(struct zkw_identity *id);
 static void adopt_sessions(struct zkw_identity *id);
 static void capture_previous(struct zkw_identity *id);
 static void cancel_orphan(struct zkw_identity *id, int64_t session_id);
+static bool attached_here(const struct zkw_identity *id, int64_t session);
 
 static void claim_again_cb(uv_timer_t *t) {
   claim(t->data);
@@ -602,6 +605,24 @@ void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_con
   case ZKW_REG_OWNER:
     if (!id->rec_loaded) break;
     if (id->rec.session == 0 || id->rec.dead >= id->rec.incarnation) return; /* nothing to fence */
+    if (attached_here(id, id->rec.session)) {
+      /* The current session is still attached: a hung JobManager and its
+       * replacement, fenced once. The same again soon after means two live
+       * clients share this sidecar, each re-opening a session when the
+       * other's fences it: do not play that game. */
+      uint64_t now = now_ms();
+      if (id->attached_fenced_ms && now - id->attached_fenced_ms < SHARED_SIDECAR_WINDOW_MS) {
+        zkw_slog(s, ZKW_LOG_ERROR,
+                 "identity %s: CONFLICT: a new session while session 0x%" PRIx64
+                 " of the current incarnation is attached, again: two clients share this sidecar. This "
+                 "session is relayed without a new incarnation, nothing is fenced.",
+                 identity_name(id), (uint64_t)id->rec.session);
+        ZKW_METRIC_INC(identity_conflicts);
+        s->new_incarnation = false;
+        return;
+      }
+      id->attached_fenced_ms = now;
+    }
     /* fall through: hold while the previous incarnation is fenced */
   case ZKW_REG_CONNECTING:
   case ZKW_REG_CLAIMING:

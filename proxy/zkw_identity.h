@@ -81,6 +81,7 @@ struct zkw_identity {
     uint64_t deadline_ms; /* the server has expired it by then: stop retrying */
   } prev;
 
+  uint64_t attached_fenced_ms; /* when a still-attached session was last superseded */
   struct zkw_orphan *orphans;
   bool sweeping;
   bool stopping;

@@ -105,9 +105,15 @@ static void watcher(zhandle_t *zh, int type, int state, const char *path, void *
   push(zk, op);
 }
 
+/* The C client's own log lines (connection attempts, errors while the
+ * ensemble is down): at debug, in zkwarden's format, never on raw stderr. */
+void zkw_zk_client_log(const char *message) {
+  zkw_log_debug("libzookeeper: %s", message);
+}
+
 static int open_handle(struct zkw_zk *zk) {
   zk->connected = false;
-  zk->zh = zookeeper_init(zk->hosts, watcher, zk->timeout_ms, NULL, zk, 0);
+  zk->zh = zookeeper_init2(zk->hosts, watcher, zk->timeout_ms, NULL, zk, 0, zkw_zk_client_log);
   if (!zk->zh) return -errno;
   /* The C client would resolve the host list again at every turn of its I/O
    * thread (getaddrinfo with a netlink dump: about 10 syscalls); resolve at

@@ -64,5 +64,7 @@ int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
 bool zkw_zk_has_auth(const struct zkw_zk *zk);
 
 const char *zkw_zk_error(int rc);
+/* Log callback for libzookeeper handles (zookeeper_init2). */
+void zkw_zk_client_log(const char *message);
 
 #endif
