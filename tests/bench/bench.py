@@ -482,7 +482,8 @@ def check_targets(summary, sess, quick):
         if counts and not quick:
             n = counts[-1]
             big = sess["zkwarden"][n]
-            why = "" if n >= T_SESSIONS else " (%d not measurable here: %s)" % (T_SESSIONS, sess.get("capped"))
+            why = "" if n >= T_SESSIONS else " (%d not measurable here: %s)" % (T_SESSIONS, sess["capped"]) \
+                if sess.get("capped") else " (%d not run: --idle)" % T_SESSIONS
             line(n >= T_SESSIONS and big["established"] == n,
                  "%d sessions on one core (zkwarden pinned to CPU %s): %d connected, zkwarden CPU %.2f s%s"
                  % (n, sess.get("cpu"), big["established"], big["cpu_s"], why))
