@@ -782,8 +782,12 @@ void zkw_identity_stop(struct zkw_identity *id) {
     s->hold_response = false;
     session_unref(s);
   }
-  while (id->orphans)
-    orphan_free(id->orphans);
+  /* An orphan being fenced is freed when its fence reports (the work
+   * request keeps the loop running until then). */
+  for (struct zkw_orphan *o = id->orphans, *next; o; o = next) {
+    next = o->next;
+    if (!(id->fencing && id->fence.arg == o)) orphan_free(o);
+  }
   uv_timer_t *timers[] = {&id->claim_timer, &id->fence_timer, &id->retry_timer, &id->sweep_timer};
   for (int i = 0; i < 4; i++)
     if (timers[i]->loop && !uv_is_closing((uv_handle_t *)timers[i])) uv_close((uv_handle_t *)timers[i], NULL);

@@ -35,6 +35,8 @@ struct zkw_zk {
   bool connected;
   int64_t session_id;
   int negotiated;
+  int outstanding; /* operations whose callback has not run yet (loop thread only) */
+  bool closing;    /* close the uv handle once the last one has run */
 };
 
 static void push(struct zkw_zk *zk, struct zk_op *op) {
@@ -85,12 +87,15 @@ static void drain(uv_async_t *h) {
       }
       free(op->ev_path);
     } else {
+      zk->outstanding--;
       op->cb(op->arg, &op->r);
       free_result(&op->r);
     }
     free(op);
     op = next;
   }
+  if (zk->closing && zk->outstanding == 0 && !uv_is_closing((uv_handle_t *)&zk->async))
+    uv_close((uv_handle_t *)&zk->async, NULL);
 }
 
 static void watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
@@ -156,7 +161,13 @@ int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int tim
 }
 
 void zkw_zk_close_handle(struct zkw_zk *zk) {
-  if (!uv_is_closing((uv_handle_t *)&zk->async)) uv_close((uv_handle_t *)&zk->async, NULL);
+  /* Operations in flight still deliver their results (the session stays
+   * open until zkw_zk_close), so their owners can let go of what they hold;
+   * libzookeeper fails them within its session timeout if the ensemble is
+   * gone. */
+  zk->closing = true;
+  if (zk->outstanding == 0 && !uv_is_closing((uv_handle_t *)&zk->async))
+    uv_close((uv_handle_t *)&zk->async, NULL);
 }
 
 void zkw_zk_close(struct zkw_zk *zk) {
@@ -275,11 +286,14 @@ static void strings_done(int rc, const struct String_vector *v, const void *data
 /* Runs the call; on an immediate error frees the op and returns the error. */
 #define ZKW_ZK_CALL(zk, cb, arg, call)                                                                       \
   do {                                                                                                       \
-    if (!(zk)->zh) return ZINVALIDSTATE;                                                                     \
+    if (!(zk)->zh || (zk)->closing) return ZINVALIDSTATE;                                                    \
     struct zk_op *op = new_op((zk), (cb), (arg));                                                            \
     if (!op) return ZSYSTEMERROR;                                                                            \
     int rc_ = (call);                                                                                        \
-    if (rc_ != ZOK) free(op);                                                                                \
+    if (rc_ != ZOK)                                                                                          \
+      free(op);                                                                                              \
+    else                                                                                                     \
+      (zk)->outstanding++;                                                                                   \
     return rc_;                                                                                              \
   } while (0)
 
