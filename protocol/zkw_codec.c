@@ -44,6 +44,18 @@ const char *zkw_four_letter_word(const uint8_t first4[4]) {
   return NULL;
 }
 
+/* The optional trailing readOnly byte of both handshake messages: present
+ * when exactly one byte is left, absent when none is. */
+static int rd_read_only(struct zkw_rd *r, bool *has, bool *val) {
+  size_t left = zkw_rd_left(r);
+  if (left > 1) return ZKW_E_CONNECT;
+  if (left == 1) {
+    *has = true;
+    *val = zkw_rd_bool(r);
+  }
+  return zkw_rd_status(r);
+}
+
 int zkw_decode_connect_req(const uint8_t *body, size_t len, struct zkw_connect_req *out) {
   memset(out, 0, sizeof *out);
   if (len < ZKW_CONNECT_REQ_MIN) return ZKW_E_CONNECT;
@@ -54,14 +66,7 @@ int zkw_decode_connect_req(const uint8_t *body, size_t len, struct zkw_connect_r
   out->timeout = zkw_rd_int(&r);
   out->session_id = zkw_rd_long(&r);
   out->passwd = zkw_rd_bytes(&r);
-  size_t left = zkw_rd_left(&r);
-  if (left == 1) {
-    out->has_read_only = true;
-    out->read_only = zkw_rd_bool(&r);
-  } else if (left > 1) {
-    return ZKW_E_CONNECT;
-  }
-  return zkw_rd_status(&r);
+  return rd_read_only(&r, &out->has_read_only, &out->read_only);
 }
 
 int zkw_decode_connect_resp(const uint8_t *body, size_t len, struct zkw_connect_resp *out) {
@@ -73,14 +78,7 @@ int zkw_decode_connect_resp(const uint8_t *body, size_t len, struct zkw_connect_
   out->timeout = zkw_rd_int(&r);
   out->session_id = zkw_rd_long(&r);
   out->passwd = zkw_rd_bytes(&r);
-  size_t left = zkw_rd_left(&r);
-  if (left == 1) {
-    out->has_read_only = true;
-    out->read_only = zkw_rd_bool(&r);
-  } else if (left > 1) {
-    return ZKW_E_CONNECT;
-  }
-  return zkw_rd_status(&r);
+  return rd_read_only(&r, &out->has_read_only, &out->read_only);
 }
 
 /* ---- field tables -------------------------------------------------------- */
