@@ -548,7 +548,7 @@ static void process_side(struct zkw_side *side) {
         s->close_class = ZKW_CLOSE_PROTOCOL_ERROR;
         int32_t n = side->in.len - off >= 4 ? (int32_t)zkw_load_be32(side->in.data + off) : 0;
         zkw_session_close(s, ZKW_LOG_WARN, "protocol error from %s: %s (frame length %d)", side->name,
-                          zkw_strerror(rc), n);
+                          rc == ZKW_E_FRAME_LONG && n < 0 ? "negative frame length" : zkw_strerror(rc), n);
         return;
       }
       if (rc == FRAME_HOLD) break;
