@@ -22,6 +22,9 @@ import zkharness  # noqa: E402  (free ports, four-letter words, polling, pid sto
 from zkharness import HOST, free_port, four_letter, tail, wait_until  # noqa: E402,F401
 
 FLINKLIKE = REPO / "tests" / "flinklike"
+# Classes the JM loads and initializes before its clock starts (JVM start-up):
+# see tests/flinklike/README.md.
+PRELOAD = FLINKLIKE / "preload.classes"
 
 # Every process we started and have not reaped yet, so that an interrupted
 # drill still stops exactly these (by pid) and nothing else.
@@ -326,7 +329,7 @@ class JM:
                "-cp", self.classpath, "flinklike.FlinkLikeJM",
                "--connect=" + self.connect, "--identity=" + self.name,
                "--stats-file=%s" % f["stats"], "--control-file=%s" % f["control"],
-               "--stats-interval-ms=250"] + self.args + list(extra_args)
+               "--stats-interval-ms=250", "--preload-classes=%s" % PRELOAD] + self.args + list(extra_args)
         self.launched_at = time.time()
         out = open(f["out"], "wb")
         err = open(f["err"], "wb")
