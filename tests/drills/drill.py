@@ -32,6 +32,13 @@ SESSION_TIMEOUT_MS = 20000
 CHECKPOINT_MS = 100
 NUM_RETAINED = 10
 LEADER_TARGET_MS = 1000
+# Scenario 2b: a new sidecar whose predecessor died waits for the dead one's
+# registry session to expire before it owns the identity and may fence. zkwarden
+# asks for this timeout (REGISTRY_SESSION_MS in proxy/zkw_identity.c); the
+# servers clamp it to [minSessionTimeout, maxSessionTimeout]. The bound on
+# leadership is what the server granted plus this margin.
+REGISTRY_SESSION_REQUESTED_MS = 4000
+NODE_CRASH_MARGIN_MS = 2000
 # Lines of the JM's ZooKeeper client log that mean a reply came out of order or
 # was malformed: the client drops the connection on them.
 REORDER_MARKERS = ("Xid out of order", "Unexpected reply", "Packet len", "Unreasonable length",
@@ -39,11 +46,15 @@ REORDER_MARKERS = ("Xid out of order", "Unexpected reply", "Packet len", "Unreas
 
 SCENARIOS = {
     "restart": "1. leader kill -9, restarted at once",
-    "pod-restart": "2. leader and its sidecar kill -9, both restarted",
+    "pod-restart": "2. pod restart: leader kill -9, its sidecar SIGTERM, both restarted",
+    "node-crash": "2b. node crash: leader and its sidecar kill -9, both restarted",
     "superseded": "3. superseded incarnation alive with its locks",
     "failover-cancel": "4. failover, old leader restarted as standby, cancel",
     "zk-restart": "5. ZooKeeper server restart mid-checkpointing",
 }
+
+# Scenarios about the sidecar itself: without one they are scenario 1.
+SIDECAR_ONLY = ("pod-restart", "node-crash")
 
 log = logging.getLogger("drill")
 
@@ -311,6 +322,9 @@ class Run:
             name = sc.identity
             if sc.proc is not None and sc.proc.poll() is not None and sc.proc.returncode not in (0, -9):
                 out.append("zkwarden %s exited with %s" % (name, sc.proc.returncode))
+            for how, status in sc.exits:
+                if how == "SIGTERM" and status != 0:
+                    out.append("zkwarden %s exited with %s on SIGTERM" % (name, status))
             text = procs.tail(sc.log, limit=2_000_000)
             for m in procs.zkharness.SANITIZER_MARKERS:
                 if m in text:
@@ -320,9 +334,20 @@ class Run:
 
 # ---------------------------------------------------------------- scenarios
 
-def scenario_restart(r, cycles, pod=False):
-    """1/2: two JMs; each cycle the leader is killed -9 (with its sidecar when
-    pod=True) and restarted at once."""
+def registry_session(r, sc):
+    """(session, timeout the server granted) of the registry session that owns
+    sc's identity, read from the owner node and the servers' cons; None if unknown."""
+    st = r.d.insp.stat("%s/identities/%s/owner" % (sc.registry_root, sc.identity))
+    if st is None or not st.ephemeralOwner:
+        return None, None
+    return st.ephemeralOwner, r.d.ens.session_timeout(st.ephemeralOwner)
+
+
+def scenario_restart(r, cycles, pod=None):
+    """1/2/2b: two JMs; each cycle the leader is killed -9 and restarted at once.
+    pod="pod-restart": its sidecar is stopped with SIGTERM (the pod is replaced)
+    and started again before the JM; pod="node-crash": the sidecar is killed -9
+    too (the node died), then both start again."""
     r.jm("jm-0", submit=True)
     r.leader(0)
     j1 = r.jm("jm-1")
@@ -330,11 +355,27 @@ def scenario_restart(r, cycles, pod=False):
     for c in range(1, cycles + 1):
         lj, ls = r.leader(0, min_added=NUM_RETAINED + 1)
         old_sid = ls.get("session_id")
+        sc = r.sidecars.get(lj.name) if pod and r.mode == "zkwarden" else None
+        bound = LEADER_TARGET_MS
+        reg = {}
+        if sc is not None and pod == "node-crash":
+            # the dead sidecar's registry session is what the new one waits for
+            reg_sid, granted = registry_session(r, sc)
+            expected = r.d.ens.granted_timeout(REGISTRY_SESSION_REQUESTED_MS)
+            reg = {"registry_session": hex(reg_sid or 0), "registry_timeout_ms": granted,
+                   "registry_timeout_expected_ms": expected}
+            if granted is None:
+                r.notes.append("cycle %d: the registry session's timeout was not found in cons; bound from "
+                               "the expected %d ms" % (c, expected))
+            bound = (granted or expected) + NODE_CRASH_MARGIN_MS
         t_kill = now_ms()
         lj.kill9()
-        if pod and r.mode == "zkwarden":
-            r.sidecars[lj.name].kill9()
-            r.sidecars[lj.name].start()
+        if sc is not None:
+            if pod == "node-crash":
+                sc.kill9()
+            else:
+                sc.stop()
+            sc.start()
         lj.start()
         t_start = now_ms()
         nl, ns = r.leader(t_kill)
@@ -347,16 +388,36 @@ def scenario_restart(r, cycles, pod=False):
                "kill_to_leader_ms": ns["leader_epoch_ms"] - t_kill,
                "restart_to_leader_ms": ns["leader_epoch_ms"] - t_start,
                "notempty": sum(j.stats().get("notempty", 0) for j in r.jms.values() if j.alive()),
-               "recovered": s.get("recovered")}
+               "recovered": s.get("recovered"), "bound_ms": bound}
+        cyc.update(reg)
+        if sc is not None:
+            owned = sc.owned_at()
+            # when the new sidecar owned the identity (it may fence only from then on)
+            cyc["sidecar_owned_after_kill_ms"] = int(owned * 1000) - t_kill if owned else None
+            cyc["sidecar_owned_after_start_ms"] = int((owned - sc.started_at) * 1000) if owned else None
         cyc.update(m)
         r.cycles.append(cyc)
-        log.info("%s cycle %d: killed %s, %s leads %d ms after the restarted JM began to connect "
-                 "(session established after %d ms; %d ms after the kill); leaked %d, stale %d",
-                 r.tag, c, lj.name, nl.name, cyc["to_leader_ms"], cyc["connect_ms"], cyc["kill_to_leader_ms"],
+        log.info("%s cycle %d: killed %s%s, %s leads %d ms after the restarted JM began to connect "
+                 "(%ssession established after %d ms; %d ms after the kill%s); leaked %d, stale %d",
+                 r.tag, c, lj.name,
+                 "" if sc is None else " and %s its sidecar" % ("killed -9" if pod == "node-crash" else "SIGTERMed"),
+                 nl.name, cyc["to_leader_ms"], "bound %d; " % bound if r.mode == "zkwarden" else "",
+                 cyc["connect_ms"], cyc["kill_to_leader_ms"],
+                 "" if sc is None else "; new sidecar owned the identity %s ms after the kill, %s ms after its start"
+                 % (cyc["sidecar_owned_after_kill_ms"], cyc["sidecar_owned_after_start_ms"]),
                  m["leaked"], m["stale"])
-        if r.d.args.quick and r.mode == "zkwarden" and cyc["to_leader_ms"] > LEADER_TARGET_MS:
-            r.notes.append("stopped after cycle %d: leadership took %d ms" % (c, cyc["to_leader_ms"]))
+        if r.d.args.quick and r.mode == "zkwarden" and cyc["to_leader_ms"] > bound:
+            r.notes.append("stopped after cycle %d: leadership took %d ms (bound %d)"
+                           % (c, cyc["to_leader_ms"], bound))
             break
+
+
+def latch_injection(r):
+    """Scenarios 3 and 4 delete the old session's latch nodes in the baseline
+    only: without a sidecar that is the state that leaks (README). Through
+    zkwarden the old session keeps its latch nodes: the new incarnation can lead
+    at once only if zkwarden fences it, hung (scenario 3) or dead (4)."""
+    return r.mode == "direct" and not r.d.args.no_latch_injection
 
 
 def scenario_superseded(r, cycles):
@@ -370,7 +431,7 @@ def scenario_superseded(r, cycles):
         old_n = j0.n
         frozen = j0.proc
         j0.sigstop()
-        removed = 0 if r.d.args.no_latch_injection else r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
+        removed = r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid) if latch_injection(r) else 0
         t = now_ms()
         # The new incarnation: same identity, same sidecar, a new process. The
         # frozen one stays tracked (by pid) until the end of the cycle.
@@ -414,7 +475,7 @@ def scenario_failover_cancel(r, cycles):
         j0.kill9()
         j0.start()
         rs = j0.wait_stats(lambda s: s.get("connected_epoch_ms"), 30, "connected")
-        removed = 0 if r.d.args.no_latch_injection else r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid)
+        removed = r.d.insp.delete_latch_nodes_of(r.ns, r.layout, old_sid) if latch_injection(r) else 0
         nl, ns = r.leader(t_kill)
         s, view = r.paused_scan(nl)
         m = r.measure(view, s.get("retained"))
@@ -533,8 +594,8 @@ class Drill:
         try:
             if scenario == "restart":
                 scenario_restart(r, cycles)
-            elif scenario == "pod-restart":
-                scenario_restart(r, cycles, pod=True)
+            elif scenario in SIDECAR_ONLY:
+                scenario_restart(r, cycles, pod=scenario)
             elif scenario == "superseded":
                 scenario_superseded(r, self.args.repeat)
             elif scenario == "failover-cancel":
@@ -580,6 +641,24 @@ def summarize(r, errors, reordered, unhandled, bypassed, problems):
     if r.scenario == "failover-cancel":
         res["jobgraph_removed_after_ms"] = [c.get("jobgraph_removed_after_ms") for c in cy
                                             if "jobgraph_removed_after_ms" in c]
+    res["leader_bound_ms"] = min([c["bound_ms"] for c in cy if "bound_ms" in c] or [LEADER_TARGET_MS])
+    if r.scenario == "node-crash" and cy:
+        granted = sorted({c.get("registry_timeout_ms") for c in cy})
+        res["registry_timeout_ms"] = granted
+        kill = [c["kill_to_leader_ms"] for c in cy]
+        owned = [c.get("sidecar_owned_after_kill_ms") for c in cy if c.get("sidecar_owned_after_kill_ms")]
+        r.notes.append("registry session timeout granted by the server: %s ms (requested %d; this ensemble: "
+                       "tickTime %d, minSessionTimeout %d, maxSessionTimeout %d, so %d expected); bound %d ms = "
+                       "granted + %d; from the kill: new sidecar owned the identity after %s ms, leader after "
+                       "median %d / max %d ms"
+                       % ("/".join(fmt(g) for g in granted), REGISTRY_SESSION_REQUESTED_MS, r.d.ens.tick_ms,
+                          r.d.ens.min_session_ms, r.d.ens.max_session_ms, cy[0].get("registry_timeout_expected_ms"),
+                          res["leader_bound_ms"], NODE_CRASH_MARGIN_MS, "/".join(str(x) for x in owned),
+                          int(statistics.median(kill)), max(kill)))
+    if r.scenario == "pod-restart" and cy:
+        owned = [c.get("sidecar_owned_after_start_ms") for c in cy]
+        r.notes.append("the restarted sidecar owned the identity %s ms after it started (its predecessor, "
+                       "stopped with SIGTERM, released it)" % "/".join(fmt(x) for x in owned))
     res["error_kinds"] = sorted(r.error_kinds)
     res["marked_left"] = sum(c.get("marked_left", 0) for c in cy)
     if res["marked_left"]:
@@ -611,6 +690,13 @@ def verdict(res, args):
         if sc in ("restart", "pod-restart", "superseded", "failover-cancel") and \
                 (res["to_leader_ms_max"] or 0) > LEADER_TARGET_MS:
             why.append("leadership after %d ms (target %d)" % (res["to_leader_ms_max"], LEADER_TARGET_MS))
+        if sc == "node-crash":
+            bound = res["leader_bound_ms"]
+            if (res["to_leader_ms_max"] or 0) > bound:
+                why.append("leadership after %d ms (bound %d: registry session timeout + %d)"
+                           % (res["to_leader_ms_max"], bound, NODE_CRASH_MARGIN_MS))
+            if bound >= SESSION_TIMEOUT_MS / 2:
+                why.append("bound %d ms is not far below the JM session timeout %d" % (bound, SESSION_TIMEOUT_MS))
         if res["reordered"]:
             why.append("%d reordered/malformed replies seen by the JM" % res["reordered"])
         if res["bypassed"]:
@@ -671,8 +757,9 @@ def main():
     ap.add_argument("--cancel-check-s", type=float, default=2.0,
                     help="seconds after the cancel at which leftover job graphs are counted")
     ap.add_argument("--no-latch-injection", action="store_true",
-                    help="scenarios 3 and 4: do not delete the old session's latch nodes (the new "
-                         "incarnation then waits for that session, like scenario 1)")
+                    help="scenarios 3 and 4, direct: do not delete the old session's latch nodes (the new "
+                         "incarnation then waits for that session, like scenario 1); through zkwarden they "
+                         "are never deleted")
     ap.add_argument("--zk-down-s", type=float, default=2.0,
                     help="scenario 5: seconds the restarted ZooKeeper server stays down")
     ap.add_argument("--wait-cleanup", action="store_true",
@@ -714,8 +801,8 @@ def main():
         for layout in layouts:
             for sc in scenarios:
                 for mode in modes:
-                    if sc == "pod-restart" and mode == "direct":
-                        # without a sidecar a pod restart is a JM restart: scenario 1
+                    if sc in SIDECAR_ONLY and mode == "direct":
+                        # without a sidecar a pod restart or node crash is a JM restart: scenario 1
                         continue
                     r = d.run_one(sc, layout, mode)
                     r.result["verdict"] = verdict(r.result, args)
@@ -742,13 +829,14 @@ def main():
     print("to leader: from the restarted JM beginning to connect (Curator start; JVM start-up excluded) "
           "to a JM holding leadership "
           "(scenario 5: from the revoke caused by the server restart to the next grant). "
-          "Work directory: %s" % d.workdir)
+          "Bound through zkwarden: %d ms in 1, 2, 3 and 4; in 2b the registry session timeout the server granted + %d ms. "
+          "Work directory: %s" % (LEADER_TARGET_MS, NODE_CRASH_MARGIN_MS, d.workdir))
     print("drill time: %.0f s" % elapsed)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     ok = bool(results) and all(r["verdict"][0] for r in results)
     expected = len([1 for l in layouts for s in scenarios for m in modes
-                    if not (s == "pod-restart" and m == "direct")])
+                    if not (s in SIDECAR_ONLY and m == "direct")])
     if len(results) != expected:
         ok = False
     if ok and not args.keep and not args.workdir:

@@ -6,8 +6,10 @@ Every process is started here, remembered by its pid and stopped by that pid
 and connects to 127.0.0.1 only.
 """
 
+import calendar
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,10 +65,14 @@ class Ensemble:
     /zookeeper/config names the real servers: that is what Curator's ensemble
     tracker reads and would switch a JobManager to (flink-zk-ha.md §0.6)."""
 
-    def __init__(self, workdir, n=3, tick_ms=1000, reconfig=False, client_addr_in_config=True):
+    def __init__(self, workdir, n=3, tick_ms=1000, reconfig=False, client_addr_in_config=True,
+                 max_session_ms=60000):
         self.dir = Path(workdir)
         self.n = n
         self.tick_ms = tick_ms
+        # the bounds every server clamps a requested session timeout to
+        self.min_session_ms = 2 * tick_ms
+        self.max_session_ms = max_session_ms
         self.ids = list(range(1, n + 1))
         self.client_ports = {i: free_port() for i in self.ids}
         self.quorum_ports = {i: (free_port(), free_port()) for i in self.ids}
@@ -88,8 +94,8 @@ class Ensemble:
                 "tickTime=%d" % tick_ms,
                 "initLimit=10",
                 "syncLimit=5",
-                "minSessionTimeout=%d" % (2 * tick_ms),
-                "maxSessionTimeout=60000",
+                "minSessionTimeout=%d" % self.min_session_ms,
+                "maxSessionTimeout=%d" % self.max_session_ms,
                 "dataDir=%s" % (d / "data"),
                 "clientPort=%d" % self.client_ports[i],
                 "clientPortAddress=%s" % HOST,
@@ -188,6 +194,27 @@ class Ensemble:
                 return i
         return None
 
+    def granted_timeout(self, requested_ms):
+        """What a server of this ensemble grants for a requested session timeout."""
+        return min(max(requested_ms, self.min_session_ms), self.max_session_ms)
+
+    def session_timeout(self, session):
+        """The timeout a server negotiated for a live session (cons: to=), or None."""
+        want = "sid=0x%x" % session
+        for i in self.ids:
+            if self.procs.get(i) is None:
+                continue
+            try:
+                out = four_letter(self.client_ports[i], "cons", timeout=2.0).decode("utf-8", "replace")
+            except OSError:
+                continue
+            for line in out.lower().splitlines():
+                if want + "," in line:
+                    m = re.search(r"[(,]to=(\d+)", line)
+                    if m:
+                        return int(m.group(1))
+        return None
+
     def stop(self):
         for i in self.ids:
             self.stop_server(i)
@@ -215,6 +242,8 @@ class Sidecar:
         self.extra_env = dict(extra_env or {})
         self.proc = None
         self.starts = 0
+        self.started_at = None
+        self.exits = []  # (how, exit status) of every stopped process
         self.log = self.dir / ("zkwarden-%s.log" % identity)
 
     @property
@@ -243,6 +272,7 @@ class Sidecar:
             log.flush()
             self.proc = subprocess.Popen([binary], env=env, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=str(self.dir))
+        self.started_at = time.time()
         _track(self.proc, "zkwarden %s" % self.identity)
 
         def ready():
@@ -258,13 +288,32 @@ class Sidecar:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+            self.exits.append(("kill -9", self.proc.returncode))
         if self.proc is not None:
             _untrack(self.proc)
 
     def stop(self):
+        """SIGTERM (as a pod's containers get when it is deleted), SIGKILL after 10 s."""
         if self.proc is not None:
-            zkharness._stop_pid(self.proc)
+            if self.proc.poll() is None:
+                self.exits.append(("SIGTERM", zkharness._stop_pid(self.proc)))
             _untrack(self.proc)
+
+    def owned_at(self, start=None):
+        """Epoch seconds of the log line where start #start (the latest by
+        default) came to own its identity, or None."""
+        start = self.starts if start is None else start
+        marker = "===== zkwarden start #%d =====" % start
+        text = tail(self.log, limit=2_000_000)
+        i = text.find(marker)
+        if i < 0:
+            return None
+        for line in text[i + len(marker):].splitlines():
+            if line.startswith("===== zkwarden start #"):
+                break
+            if "owned by this instance" in line or "this instance owns the identity now" in line:
+                return _log_time(line)
+        return None
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -277,6 +326,16 @@ class Sidecar:
                 return r.read().decode("utf-8", "replace")
         except Exception:
             return None
+
+
+def _log_time(line):
+    """Epoch seconds of a zkwarden text log line (2026-12-02T14:08:06.539Z ...)."""
+    try:
+        ts = line.split(" ", 1)[0]
+        base, frac = ts.rstrip("Z").split(".")
+        return calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + int(frac) / 10 ** len(frac)
+    except (ValueError, IndexError):
+        return None
 
 
 # ---------------------------------------------------------------- JobManager stand-in
