@@ -233,12 +233,17 @@ class Run:
         return j
 
     def stop_all(self):
-        for j in self.jms.values():
-            if j.alive():
-                j.stop(grace=10)
-        for sc in self.sidecars.values():
-            if sc.alive():
-                sc.stop()
+        """Graceful stops (SIGTERM), all JMs at once, then all sidecars."""
+        jms = [j for j in self.jms.values() if j.alive()]
+        for j in jms:
+            j.terminate()
+        for j in jms:
+            j.stop(grace=10)
+        scs = [sc for sc in self.sidecars.values() if sc.alive()]
+        for sc in scs:
+            sc.terminate()
+        for sc in scs:
+            sc.stop()
 
     # --- waits and measurements
 
@@ -349,7 +354,7 @@ def scenario_restart(r, cycles, pod=None):
     and started again before the JM; pod="node-crash": the sidecar is killed -9
     too (the node died), then both start again."""
     r.jm("jm-0", submit=True)
-    r.leader(0)
+    r.leader(0, min_added=0)  # jm-0 runs the job: jm-1 joins as the standby
     j1 = r.jm("jm-1")
     j1.wait_stats(lambda s: s.get("connected"), 30, "connected")
     for c in range(1, cycles + 1):
@@ -467,9 +472,10 @@ def scenario_failover_cancel(r, cycles):
             # a fresh job in a fresh namespace for every cycle
             r.new_cluster("%s-%d" % (r.tag, c))
         j0 = r.jm("jm-0", submit=True)
-        r.leader(0)
+        r.leader(0, min_added=0)  # jm-0 runs the job: jm-1 joins as the standby
         j1 = r.jm("jm-1")
         j1.wait_stats(lambda s: s.get("connected"), 30, "connected")
+        r.leader(0)  # jm-0 with its retained checkpoints, all locked by its session
         old_sid = sid(j0.stats().get("session_id"))
         t_kill = now_ms()
         j0.kill9()
@@ -524,7 +530,7 @@ def scenario_zk_restart(r, cycles):
     """5: the ZooKeeper server that holds the leader's connection is restarted
     while the leader checkpoints."""
     r.jm("jm-0", submit=True)
-    r.leader(0)
+    r.leader(0, min_added=0)  # jm-0 runs the job: jm-1 joins as the standby
     j1 = r.jm("jm-1")
     j1.wait_stats(lambda s: s.get("connected"), 30, "connected")
     for c in range(1, cycles + 1):

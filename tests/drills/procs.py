@@ -41,6 +41,17 @@ def _untrack(proc):
     _LIVE.pop(proc.pid, None)
 
 
+def _wait_or_kill(proc, grace):
+    """Waits for a process that was already sent SIGTERM (a second SIGTERM can
+    cut a graceful exit short), then SIGKILL. Returns the exit status."""
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+    return proc.returncode
+
+
 def stop_all_started():
     """Stops every process this drill started and has not stopped yet."""
     for pid, (proc, what) in list(_LIVE.items()):
@@ -244,6 +255,7 @@ class Sidecar:
         self.starts = 0
         self.started_at = None
         self.exits = []  # (how, exit status) of every stopped process
+        self._terminated = None
         self.log = self.dir / ("zkwarden-%s.log" % identity)
 
     @property
@@ -292,11 +304,20 @@ class Sidecar:
         if self.proc is not None:
             _untrack(self.proc)
 
+    def terminate(self):
+        """SIGTERM without waiting (stop() waits)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self._terminated = self.proc
+
     def stop(self):
         """SIGTERM (as a pod's containers get when it is deleted), SIGKILL after 10 s."""
         if self.proc is not None:
-            if self.proc.poll() is None:
+            if self._terminated is self.proc:
+                self.exits.append(("SIGTERM", _wait_or_kill(self.proc, 10.0)))
+            elif self.proc.poll() is None:
                 self.exits.append(("SIGTERM", zkharness._stop_pid(self.proc)))
+            self._terminated = None
             _untrack(self.proc)
 
     def owned_at(self, start=None):
@@ -363,6 +384,7 @@ class JM:
         self.stopped_state = None
         self.launched_at = None
         self.control_seq = 0
+        self._terminated = None
         self.history = []  # final stats of earlier incarnations
 
     def files(self, n=None):
@@ -441,14 +463,27 @@ class JM:
         if self.alive():
             os.kill(self.proc.pid, signal.SIGCONT)
 
+    def terminate(self):
+        """SIGCONT and SIGTERM without waiting (stop() waits)."""
+        if self.proc is not None and self.proc.poll() is None:
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                try:
+                    os.kill(self.proc.pid, sig)
+                except OSError:
+                    pass
+            self._terminated = self.proc
+
     def stop(self, grace=15.0):
         """Graceful exit (SIGTERM: the JM closes its session), then SIGKILL."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is not None and self._terminated is self.proc:
+            _wait_or_kill(self.proc, grace)
+        elif self.proc is not None and self.proc.poll() is None:
             try:
                 os.kill(self.proc.pid, signal.SIGCONT)
             except OSError:
                 pass
             zkharness._stop_pid(self.proc, grace=grace)
+        self._terminated = None
         self._done("stopped")
 
     def _done(self, how):
