@@ -44,6 +44,7 @@ suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asa
   "$repo/tests/admin/run.sh"
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
+suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done
