@@ -26,7 +26,8 @@
 #define REGISTRY_RETRY_MS 5000
 /* Between background fence attempts. */
 #define FENCE_RETRY_MS 1000
-/* A second fence of an attached session within this time is a conflict. */
+/* A new session within this time after a superseded client came back alive
+ * is a conflict. */
 #define SHARED_SIDECAR_WINDOW_MS 60000
 
 struct zkw_orphan {
@@ -598,6 +599,16 @@ void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_con
   if (id->disabled) return;
   if (req->session_id != 0) {
     cancel_orphan(id, req->session_id);
+    /* A session superseded while it was still attached, re-attaching: its
+     * process is alive after all (a hang ended, or a second client shares
+     * this sidecar); the new session it opens next must not fence ours. */
+    for (int i = 0; i < ZKW_SUPERSEDED_KEPT; i++)
+      if (id->superseded[i] == req->session_id) {
+        zkw_slog(s, ZKW_LOG_WARN,
+                 "identity %s: superseded session 0x%" PRIx64 " is re-attaching: its client is alive",
+                 identity_name(id), (uint64_t)req->session_id);
+        id->superseded_alive_ms = now_ms();
+      }
     return;
   }
   s->new_incarnation = true;
@@ -607,21 +618,22 @@ void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_con
     if (id->rec.session == 0 || id->rec.dead >= id->rec.incarnation) return; /* nothing to fence */
     if (attached_here(id, id->rec.session)) {
       /* The current session is still attached: a hung JobManager and its
-       * replacement, fenced once. The same again soon after means two live
-       * clients share this sidecar, each re-opening a session when the
-       * other's fences it: do not play that game. */
-      uint64_t now = now_ms();
-      if (id->attached_fenced_ms && now - id->attached_fenced_ms < SHARED_SIDECAR_WINDOW_MS) {
+       * replacement. But if a client we superseded came back alive just now,
+       * this is that client's new session: two live clients share this
+       * sidecar, each re-opening a session when the other's is fenced. Do
+       * not play that game. */
+      if (id->superseded_alive_ms && now_ms() - id->superseded_alive_ms < SHARED_SIDECAR_WINDOW_MS) {
         zkw_slog(s, ZKW_LOG_ERROR,
-                 "identity %s: CONFLICT: a new session while session 0x%" PRIx64
-                 " of the current incarnation is attached, again: two clients share this sidecar. This "
-                 "session is relayed without a new incarnation, nothing is fenced.",
+                 "identity %s: CONFLICT: a client whose session was superseded is alive and opened a new "
+                 "session while session 0x%" PRIx64
+                 " of the current incarnation is attached: two clients share "
+                 "this sidecar. This session is relayed without a new incarnation, nothing is fenced.",
                  identity_name(id), (uint64_t)id->rec.session);
         ZKW_METRIC_INC(identity_conflicts);
         s->new_incarnation = false;
         return;
       }
-      id->attached_fenced_ms = now;
+      id->superseded[id->superseded_next++ % ZKW_SUPERSEDED_KEPT] = id->rec.session;
     }
     /* fall through: hold while the previous incarnation is fenced */
   case ZKW_REG_CONNECTING:

@@ -45,6 +45,8 @@ enum zkw_reg_state {
 
 struct zkw_orphan;
 
+#define ZKW_SUPERSEDED_KEPT 8
+
 /* Which identity list a session is on (zkw_session.id_list). */
 enum zkw_id_list { ZKW_ID_NONE, ZKW_ID_WAITING, ZKW_ID_WRITERS, ZKW_ID_WRITING };
 
@@ -81,7 +83,9 @@ struct zkw_identity {
     uint64_t deadline_ms; /* the server has expired it by then: stop retrying */
   } prev;
 
-  uint64_t attached_fenced_ms; /* when a still-attached session was last superseded */
+  int64_t superseded[ZKW_SUPERSEDED_KEPT]; /* sessions fenced while still attached */
+  unsigned superseded_next;
+  uint64_t superseded_alive_ms; /* when one of them last tried to re-attach */
   struct zkw_orphan *orphans;
   bool sweeping;
   bool stopping;

@@ -237,6 +237,26 @@ def test_hung_old_incarnation_is_fenced_and_dropped(private_zk, zkwarden_factory
 
 
 @pytest.mark.zkwarden
+def test_hang_after_hang_is_fenced_each_time(private_zk, zkwarden_factory, kazoo_factory, jms):
+    """Two hangs in a row within seconds: each replacement is a new incarnation
+    (a frozen process never re-attaches, so this is no shared sidecar)."""
+    hostport, proxy = via("zkwarden", private_zk, zkwarden_factory)
+    latch_dir = "/flink/c1/leader/latch"
+    frozen = []
+    try:
+        for _ in range(2):
+            old = jms(hostport, 20000, latch_dir)
+            os.kill(old.proc.pid, signal.SIGSTOP)
+            frozen.append(old)
+            took = time_to_leadership(hostport, latch_dir, kazoo_factory, 20000, limit=10)
+            assert took < 1.0, "leadership after %.2f s" % took
+    finally:
+        for jm in frozen:
+            os.kill(jm.proc.pid, signal.SIGCONT)
+    assert "CONFLICT" not in proxy.stderr()
+
+
+@pytest.mark.zkwarden
 def test_two_clients_sharing_a_sidecar_do_not_fence_each_other_forever(private_zk, zkwarden_factory,
                                                                        kazoo_factory):
     """A misconfiguration: two live clients on one sidecar, each opening a new
