@@ -8,24 +8,18 @@ there so that both suites start and stop processes the same way, plus:
 - zkwarden_factory: as the integration suite's, with an identity per zkwarden.
 """
 
-import importlib.util
 import os
 import sys
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-INTEGRATION = os.path.normpath(os.path.join(HERE, "..", "integration"))
-sys.path.insert(0, INTEGRATION)
+sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..", "integration")))
 sys.path.insert(0, HERE)
 
-_spec = importlib.util.spec_from_file_location("zkw_integration_conftest",
-                                               os.path.join(INTEGRATION, "conftest.py"))
-_integration = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_integration)
-for _name in dir(_integration):
-    if not _name.startswith("__"):
-        globals()[_name] = getattr(_integration, _name)
+import zkharness  # noqa: E402
+
+_integration = zkharness.export_integration_fixtures(globals())
 
 from adminclient import AdminClient  # noqa: E402
 
@@ -45,16 +39,7 @@ class _Factory(_integration.ZkwardenFactory):
 
 @pytest.fixture
 def zkwarden_factory(tmp_path, request):
-    if _integration.DIRECT_ONLY:
-        pytest.skip("ZKW_DIRECT_ONLY=1")
-    f = _Factory(tmp_path, request.node)
-    yield f
-    problems = f.stop_all()
-    if problems:
-        text = "\n".join(problems)
-        for p in f.procs:
-            text += "\n----- %s stderr -----\n%s" % (p.name, p.stderr())
-        pytest.fail("zkwarden shutdown check failed:\n" + text, pytrace=False)
+    yield from _integration.zkwarden_factory_fixture(tmp_path, request, _Factory)
 
 
 @pytest.fixture

@@ -129,11 +129,12 @@ class ZkwardenFactory:
         return problems
 
 
-@pytest.fixture
-def zkwarden_factory(tmp_path, request):
+def zkwarden_factory_fixture(tmp_path, request, cls=ZkwardenFactory):
+    """The body of every suite's zkwarden_factory fixture (yield from it):
+    cls(tmp_path, node), then the shutdown check of every zkwarden started."""
     if DIRECT_ONLY:
         pytest.skip("ZKW_DIRECT_ONLY=1")
-    f = ZkwardenFactory(tmp_path, request.node)
+    f = cls(tmp_path, request.node)
     yield f
     problems = f.stop_all()
     if problems:
@@ -141,6 +142,11 @@ def zkwarden_factory(tmp_path, request):
         for p in f.procs:
             text += "\n----- %s stderr -----\n%s" % (p.name, p.stderr())
         pytest.fail("zkwarden shutdown check failed:\n" + text, pytrace=False)
+
+
+@pytest.fixture
+def zkwarden_factory(tmp_path, request):
+    yield from zkwarden_factory_fixture(tmp_path, request)
 
 
 # ---------------------------------------------------------------- targets

@@ -304,3 +304,19 @@ def run_bounded(cmd, timeout, input=None, env=None):
         raise TimeoutError("%s did not finish within %ss\nstdout:\n%s\nstderr:\n%s"
                            % (cmd[0], timeout, out, err))
     return p.returncode, out, err
+
+
+def export_integration_fixtures(namespace):
+    """Loads tests/integration/conftest.py as a module and copies its names
+    (fixtures, hooks, classes) into `namespace`, the globals() of another
+    suite's conftest.py, so that every suite starts and stops ZooKeeper and
+    zkwarden the same way. Returns the loaded module."""
+    import importlib.util
+    path = Path(__file__).resolve().parent / "conftest.py"
+    spec = importlib.util.spec_from_file_location("zkw_integration_conftest", str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in dir(module):
+        if not name.startswith("__"):
+            namespace[name] = getattr(module, name)
+    return module
