@@ -238,21 +238,33 @@ def test_hung_old_incarnation_is_fenced_and_dropped(private_zk, zkwarden_factory
 
 @pytest.mark.zkwarden
 def test_hang_after_hang_is_fenced_each_time(private_zk, zkwarden_factory, kazoo_factory, jms):
-    """Two hangs in a row within seconds: each replacement is a new incarnation
-    (a frozen process never re-attaches, so this is no shared sidecar)."""
+    """Two hangs in a row within seconds: the first JobManager hangs, its
+    replacement leads and hangs in turn, and the third leads at once. Each
+    replacement is a new incarnation (a frozen process never re-attaches, so
+    this is no shared sidecar) and each hung one is fenced."""
     hostport, proxy = via("zkwarden", private_zk, zkwarden_factory)
     latch_dir = "/flink/c1/leader/latch"
+    direct = kazoo_factory(private_zk.hostport)
     frozen = []
     try:
-        for _ in range(2):
-            old = jms(hostport, 20000, latch_dir)
-            os.kill(old.proc.pid, signal.SIGSTOP)
-            frozen.append(old)
-            took = time_to_leadership(hostport, latch_dir, kazoo_factory, 20000, limit=10)
-            assert took < 1.0, "leadership after %.2f s" % took
+        first = jms(hostport, 20000, latch_dir)
+        os.kill(first.proc.pid, signal.SIGSTOP)
+        frozen.append(first)
+        second = jms(hostport, 20000, latch_dir)  # its line comes once its latch node exists
+        t0 = time.monotonic()
+        wait_until(lambda: is_leader(direct, latch_dir, second.latch), 10, interval=0.01,
+                   what="the second JobManager to lead")
+        took = time.monotonic() - t0
+        assert took < 1.0, "second JobManager led after %.2f s" % took
+        os.kill(second.proc.pid, signal.SIGSTOP)
+        frozen.append(second)
+        took = time_to_leadership(hostport, latch_dir, kazoo_factory, 20000, limit=10)
+        assert took < 1.0, "third JobManager led after %.2f s" % took
     finally:
         for jm in frozen:
             os.kill(jm.proc.pid, signal.SIGCONT)
+    for jm in (first, second):
+        assert "previous session 0x%x of incarnation" % jm.session in proxy.stderr()
     assert "CONFLICT" not in proxy.stderr()
 
 
