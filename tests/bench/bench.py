@@ -21,7 +21,6 @@ import platform
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-HOST = "127.0.0.1"
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from zkharness import HOST, four_letter, free_port, port_accepts, wait_until  # noqa: E402
+
 ZK_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 TARGETS = ("direct", "haproxy", "zkwarden")
 PROXIES = ("haproxy", "zkwarden")
@@ -50,43 +51,6 @@ procs = []  # every Popen we started and have not reaped yet
 
 def log(msg):
     print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def wait_until(pred, timeout, what, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise RuntimeError("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(interval)
-
-
-def port_accepts(port):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((HOST, port)) == 0
-
-
-def four_letter(port, word):
-    try:
-        with socket.create_connection((HOST, port), timeout=2) as s:
-            s.sendall(word.encode())
-            out = b""
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    return out.decode("utf-8", "replace")
-                out += d
-    except OSError:
-        return ""
 
 
 def http_get(port, path):
@@ -195,8 +159,11 @@ class Zk:
         def ready():
             if self.proc.poll() is not None:
                 raise RuntimeError("ZooKeeper exited with %s; see %s" % (self.proc.returncode, self.dir))
-            return "Mode: standalone" in four_letter(self.port, "srvr")
-        wait_until(ready, 60, "ZooKeeper on port %d" % self.port)
+            try:
+                return b"Mode: standalone" in four_letter(self.port, "srvr", timeout=2.0)
+            except OSError:
+                return False
+        wait_until(ready, 60, what="ZooKeeper on port %d" % self.port)
         return self
 
 
@@ -227,7 +194,7 @@ listen zookeeper
             if self.proc.poll() is not None:
                 raise RuntimeError("haproxy exited with %s; see %s" % (self.proc.returncode, self.dir))
             return port_accepts(self.port)
-        wait_until(ready, 20, "haproxy on port %d" % self.port)
+        wait_until(ready, 20, what="haproxy on port %d" % self.port)
         return self
 
 
@@ -263,7 +230,7 @@ class Zkwarden:
             if self.proc.poll() is not None:
                 raise RuntimeError("zkwarden exited with %s; see %s" % (self.proc.returncode, self.dir))
             return http_get(self.admin_port, "/readyz")[0] == 200
-        wait_until(ready, 60, "zkwarden /readyz on port %d" % self.admin_port)
+        wait_until(ready, 60, what="zkwarden /readyz on port %d" % self.admin_port)
         return self
 
     def sessions(self):
@@ -625,7 +592,7 @@ def idle_sessions(bench, outdir, zk, zkw_binary, counts, cpu):
                     ", RSS +%d KiB = %.2f KiB/session, zkwarden CPU %.2f s"
                     % (r["rss_kib"] - rss0, r["per_session_kib"], r["cpu_s"]) if target == "zkwarden" else ""))
                 if target == "zkwarden":
-                    wait_until(lambda: zkw.sessions() == 0, 60, "zkwarden's sessions to close")
+                    wait_until(lambda: zkw.sessions() == 0, 60, what="zkwarden's sessions to close")
         res["hwm_kib"] = proc_status(zkw.proc.pid, "VmHWM")
     finally:
         stop(zkw.proc)
