@@ -544,6 +544,9 @@ static void process_side(struct zkw_side *side) {
         rc = from_client ? on_client_frame(s, side->in.data + off, flen)
                          : on_upstream_frame(s, side->in.data + off, flen);
       if (rc < 0) {
+        /* The good frames before the bad one were matched and counted: they
+         * go on (flushed before the close), whatever the TCP segmentation. */
+        if (forward_run(side, run, off)) return;
         zkw_metrics_decode_error(from_client);
         s->close_class = ZKW_CLOSE_PROTOCOL_ERROR;
         int32_t n = side->in.len - off >= 4 ? (int32_t)zkw_load_be32(side->in.data + off) : 0;
