@@ -1,10 +1,13 @@
 /* zkw_admin.c: the admin HTTP endpoint (llhttp on the proxy's libuv loop).
  *
- * Each admin connection parses its bytes with llhttp as they arrive (reads go
- * to one static buffer: the loop handles one read at a time), keeping only
- * the URL. Every response body is rendered into one reused scratch buffer,
- * then written straight to the socket when it takes it, else queued on the
- * connection. Requests on a keep-alive connection are answered in order. */
+ * Two layers. The HTTP side (zkw_admin_http_*, no socket: the fuzz target
+ * drives it too) parses a connection's bytes with llhttp as they arrive,
+ * keeping only the URL, renders every response body into one reused scratch
+ * buffer and appends the response to the connection's out buffer. The socket
+ * side (admin_conn) reads into one static buffer (the loop handles one read
+ * at a time), feeds the HTTP side, and after each response writes out
+ * straight to the socket when it takes it, else hands it to uv_write.
+ * Requests on a keep-alive connection are answered in order. */
 #include "zkw_admin.h"
 
 #include <errno.h>
@@ -30,19 +33,11 @@ struct admin_conn {
   uv_tcp_t tcp;
   uv_timer_t timer; /* request deadline, keep-alive idle bound, then the flush bound */
   uv_write_t wreq;
-  llhttp_t parser;
-  struct zkw_buf out;    /* responses waiting to be written */
-  struct zkw_buf flight; /* handed to uv_write */
-  int handles;           /* open handles; freed at 0 */
+  struct zkw_admin_http http; /* its out: responses waiting to be written */
+  struct zkw_buf flight;      /* handed to uv_write */
+  int handles;                /* open handles; freed at 0 */
   bool writing;
-  bool closing;      /* no more requests: close once the output is flushed */
-  bool in_request;   /* a request has begun and is not complete */
-  int err_status;    /* set by a callback that refuses the request */
-  size_t head_bytes; /* request line and headers so far */
-  size_t body_bytes;
-  size_t url_len;
-  bool url_long;
-  char url[ZKW_ADMIN_URL_MAX + 1];
+  bool closing; /* no more requests: close once the output is flushed */
 };
 
 static struct {
@@ -69,7 +64,7 @@ static void conn_closed_cb(uv_handle_t *hd) {
     a.conns = c->next;
   if (c->next) c->next->prev = c->prev;
   a.nconns--;
-  zkw_buf_release(&c->out);
+  zkw_admin_http_release(&c->http);
   zkw_buf_release(&c->flight);
   free(c);
 }
@@ -84,70 +79,75 @@ static void flush_timeout_cb(uv_timer_t *t) {
   conn_close_now(t->data);
 }
 
-/* No more requests on c: closes it once what is queued is written. */
+/* No more requests on c: closes it once what is queued is written, or after
+ * ADMIN_FLUSH_MS. */
 static void conn_finish(struct admin_conn *c) {
-  if (!c->closing) {
-    c->closing = true;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-  }
   if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
-  if (!c->writing && !c->out.len) {
+  if (!c->writing && !c->http.out.len) {
     conn_close_now(c);
     return;
   }
+  if (c->closing) return; /* the flush bound runs already */
+  c->closing = true;
+  uv_read_stop((uv_stream_t *)&c->tcp);
   uv_timer_start(&c->timer, flush_timeout_cb, ADMIN_FLUSH_MS, 0);
 }
 
 /* ---- writing ---- */
 
-static void conn_flush(struct admin_conn *c);
+static int conn_pump(struct admin_conn *c);
 
 static void write_cb(uv_write_t *req, int status) {
   struct admin_conn *c = req->data;
   c->writing = false;
+  c->http.held = 0;
   zkw_buf_release(&c->flight);
   if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
   if (status < 0) {
     conn_close_now(c);
     return;
   }
-  conn_flush(c);
-  if (c->closing && !c->writing) conn_close_now(c);
+  (void)conn_pump(c); /* closes c itself on error */
 }
 
-static void conn_flush(struct admin_conn *c) {
-  if (c->writing || !c->out.len) return;
-  c->flight = c->out;
-  c->out = (struct zkw_buf){0};
-  uv_buf_t b = uv_buf_init((char *)c->flight.data, (unsigned)c->flight.len);
-  c->wreq.data = c;
-  if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
-    zkw_buf_release(&c->flight);
-    conn_close_now(c);
-    return;
-  }
-  c->writing = true;
-}
-
-/* Sends bytes: straight to the socket if nothing is queued, the rest queued.
- * Returns 0 or a negative error (libuv's, or -ENOMEM). */
-static int conn_send(struct admin_conn *c, const char *head, size_t hlen, const uint8_t *body, size_t blen) {
-  if (!c->writing && !c->out.len) {
-    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hlen), uv_buf_init((char *)body, (unsigned)blen)};
-    int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, blen ? 2 : 1);
-    if (w < 0 && w != UV_EAGAIN) return w;
+/* Writes the queued responses: straight to the socket as far as it takes
+ * them, the rest handed to uv_write (one write at a time; more responses wait
+ * in out). Closes c once the last response is written. Returns 0, or -1 when
+ * c is closing at once. */
+static int conn_pump(struct admin_conn *c) {
+  struct zkw_buf *out = &c->http.out;
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return -1;
+  if (!c->writing && out->len) {
+    uv_buf_t b = uv_buf_init((char *)out->data, (unsigned)out->len);
+    int w = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (w < 0 && w != UV_EAGAIN) {
+      conn_close_now(c);
+      return -1;
+    }
     size_t done = w > 0 ? (size_t)w : 0;
-    size_t hd = done < hlen ? done : hlen;
-    head += hd;
-    hlen -= hd;
-    done -= hd;
-    body += done;
-    blen -= done;
+    if (done >= out->len) {
+      zkw_buf_release(out);
+    } else {
+      c->flight = *out;
+      *out = (struct zkw_buf){0};
+      b = uv_buf_init((char *)c->flight.data + done, (unsigned)(c->flight.len - done));
+      c->wreq.data = c;
+      if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+        zkw_buf_release(&c->flight);
+        conn_close_now(c);
+        return -1;
+      }
+      c->writing = true;
+      c->http.held = c->flight.len - done;
+    }
   }
-  if (hlen && zkw_buf_append(&c->out, head, hlen) != 0) return -ENOMEM;
-  if (blen && zkw_buf_append(&c->out, body, blen) != 0) return -ENOMEM;
-  conn_flush(c);
+  if (c->http.done || c->closing) conn_finish(c);
   return 0;
+}
+
+/* The HTTP side's flush hook. */
+static int conn_flush_hook(struct zkw_admin_http *h) {
+  return conn_pump(h->data);
 }
 
 static const char *status_text(int status) {
@@ -175,9 +175,9 @@ static const char *status_text(int status) {
   }
 }
 
-/* Sends a response whose body is in a.scratch, then empties the scratch. If
+/* Queues a response whose body is in a.scratch, then empties the scratch. If
  * last, the connection is closed once it is written. */
-static void respond(struct admin_conn *c, int status, const char *ctype, const char *extra, bool last) {
+static void respond(struct zkw_admin_http *h, int status, const char *ctype, const char *extra, bool last) {
   char head[512];
   int hl = snprintf(head, sizeof head,
                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
@@ -186,25 +186,29 @@ static void respond(struct admin_conn *c, int status, const char *ctype, const c
                     last ? "Connection: close\r\n" : "");
   ZKW_METRIC_INC(admin_requests);
   /* A HEAD request (answered 405) gets the head only, as HTTP requires. */
-  bool head_only = c->parser.method == HTTP_HEAD;
-  int rc = conn_send(c, head, (size_t)hl, a.scratch.data, head_only ? 0 : a.scratch.len);
+  bool head_only = h->parser.method == HTTP_HEAD;
+  size_t blen = head_only ? 0 : a.scratch.len;
+  int rc = zkw_buf_append(&h->out, head, (size_t)hl);
+  if (!rc && blen) rc = zkw_buf_append(&h->out, a.scratch.data, blen);
   a.scratch.len = 0;
   if (a.scratch.cap > ADMIN_SCRATCH_KEEP) zkw_buf_release(&a.scratch);
   if (rc) {
-    conn_close_now(c);
+    h->failed = true;
     return;
   }
-  if (last) conn_finish(c);
+  if (last) h->done = true;
+  if (h->flush && h->flush(h) != 0) h->failed = true;
 }
 
 /* A text/plain response of one line. */
-static void respond_line(struct admin_conn *c, int status, const char *extra, bool last, const char *line) {
+static void respond_line(struct zkw_admin_http *h, int status, const char *extra, bool last,
+                         const char *line) {
   a.scratch.len = 0;
   if (zkw_text_printf(&a.scratch, "%s\n", line) != 0) {
-    conn_close_now(c);
+    h->failed = true;
     return;
   }
-  respond(c, status, "text/plain; charset=utf-8", extra, last);
+  respond(h, status, "text/plain; charset=utf-8", extra, last);
 }
 
 /* ---- the endpoints ---- */
@@ -271,7 +275,7 @@ static int render_sessions(struct zkw_buf *b) {
   return 0;
 }
 
-static void serve(struct admin_conn *c, bool last) {
+static void serve(struct zkw_admin_http *c, bool last) {
   char path[ZKW_ADMIN_URL_MAX + 1];
   size_t n = strcspn(c->url, "?#");
   memcpy(path, c->url, n);
@@ -330,34 +334,31 @@ static void serve(struct admin_conn *c, bool last) {
 
 /* ---- parsing ---- */
 
-static struct admin_conn *conn_of(llhttp_t *p) {
+static struct zkw_admin_http *conn_of(llhttp_t *p) {
   return p->data;
 }
 
-static int refuse(struct admin_conn *c, int status) {
+static int refuse(struct zkw_admin_http *c, int status) {
   if (!c->err_status) c->err_status = status;
   return -1;
 }
 
-static void request_timeout_cb(uv_timer_t *t);
-
 static int on_message_begin(llhttp_t *p) {
-  struct admin_conn *c = conn_of(p);
+  struct zkw_admin_http *c = conn_of(p);
   c->in_request = true;
+  c->begun++;
   c->head_bytes = c->body_bytes = c->url_len = 0;
-  c->url_long = false;
   c->url[0] = 0;
-  uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_REQUEST_MS, 0);
   return 0;
 }
 
-static int count_head(struct admin_conn *c, size_t n) {
+static int count_head(struct zkw_admin_http *c, size_t n) {
   c->head_bytes += n;
   return c->head_bytes > ZKW_ADMIN_HEAD_MAX ? refuse(c, 431) : 0;
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t n) {
-  struct admin_conn *c = conn_of(p);
+  struct zkw_admin_http *c = conn_of(p);
   if (c->url_len + n > ZKW_ADMIN_URL_MAX) return refuse(c, 414);
   memcpy(c->url + c->url_len, at, n);
   c->url_len += n;
@@ -376,36 +377,77 @@ static int on_header_value_complete(llhttp_t *p) {
 }
 
 static int on_headers_complete(llhttp_t *p) {
-  struct admin_conn *c = conn_of(p);
+  struct zkw_admin_http *c = conn_of(p);
   if (p->http_major != 1 || p->http_minor > 1) return refuse(c, 400); /* HTTP/0.9 and others */
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > ZKW_ADMIN_BODY_MAX) return refuse(c, 413);
   return 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t n) {
-  struct admin_conn *c = conn_of(p);
+  struct zkw_admin_http *c = conn_of(p);
   (void)at;
   c->body_bytes += n;
   return c->body_bytes > ZKW_ADMIN_BODY_MAX ? refuse(c, 413) : 0;
 }
 
 static int on_message_complete(llhttp_t *p) {
-  struct admin_conn *c = conn_of(p);
+  struct zkw_admin_http *c = conn_of(p);
   c->in_request = false;
+  c->completed++;
   /* A client that pipelines faster than it reads gets its answers so far,
    * then the connection closes. */
-  bool last = !llhttp_should_keep_alive(p) || c->out.len + c->flight.len > ZKW_ADMIN_OUT_MAX || a.stopping;
+  bool last = !llhttp_should_keep_alive(p) || c->out.len + c->held > ZKW_ADMIN_OUT_MAX || a.stopping;
   serve(c, last);
-  if (last || c->closing) return HPE_PAUSED;
-  uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_IDLE_MS, 0);
-  return 0;
+  return c->done || c->failed ? HPE_PAUSED : 0;
 }
+
+void zkw_admin_http_init(struct zkw_admin_http *h) {
+  memset(h, 0, sizeof *h);
+  llhttp_init(&h->parser, HTTP_REQUEST, &a.settings);
+  h->parser.data = h;
+}
+
+void zkw_admin_http_release(struct zkw_admin_http *h) {
+  zkw_buf_release(&h->out);
+}
+
+int zkw_admin_http_feed(struct zkw_admin_http *h, const char *data, size_t n) {
+  if (h->failed) return -1;
+  if (h->done || n == 0) return 0;
+  llhttp_errno_t err = llhttp_execute(&h->parser, data, n);
+  if (h->failed) return -1;
+  if (err == HPE_OK || err == HPE_PAUSED || h->done) return 0;
+  int status = h->err_status ? h->err_status : 400;
+  char line[200];
+  if (status == 400 && err != HPE_CB_HEADERS_COMPLETE)
+    snprintf(line, sizeof line, "bad request: %s", llhttp_get_error_reason(&h->parser));
+  else if (status == 400)
+    snprintf(line, sizeof line, "bad request: HTTP/1.0 and HTTP/1.1 only");
+  else if (status == 431)
+    snprintf(line, sizeof line, "request head larger than %d bytes", ZKW_ADMIN_HEAD_MAX);
+  else if (status == 414)
+    snprintf(line, sizeof line, "URL longer than %d bytes", ZKW_ADMIN_URL_MAX);
+  else
+    snprintf(line, sizeof line, "request body larger than %d bytes", ZKW_ADMIN_BODY_MAX);
+  zkw_log_debug("admin: refused a request (%d): %s", status, line);
+  respond_line(h, status, NULL, true, line);
+  return h->failed ? -1 : 0;
+}
+
+int zkw_admin_http_timeout(struct zkw_admin_http *h) {
+  if (h->failed) return -1;
+  if (h->done) return 0;
+  respond_line(h, 408, NULL, true, "request not received in time");
+  return h->failed ? -1 : 0;
+}
+
+/* ---- the socket side ---- */
 
 static void request_timeout_cb(uv_timer_t *t) {
   struct admin_conn *c = t->data;
   if (c->closing) return;
-  if (c->in_request) {
-    respond_line(c, 408, NULL, true, "request not received in time");
+  if (c->http.in_request) {
+    if (zkw_admin_http_timeout(&c->http) != 0) conn_close_now(c);
     return;
   }
   conn_close_now(c); /* idle keep-alive connection */
@@ -423,22 +465,21 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   if (nread == 0 || c->closing) return;
-  llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, (size_t)nread);
-  if (err == HPE_OK || err == HPE_PAUSED) return;
-  int status = c->err_status ? c->err_status : 400;
-  char line[200];
-  if (status == 400 && err != HPE_CB_HEADERS_COMPLETE)
-    snprintf(line, sizeof line, "bad request: %s", llhttp_get_error_reason(&c->parser));
-  else if (status == 400)
-    snprintf(line, sizeof line, "bad request: HTTP/1.0 and HTTP/1.1 only");
-  else if (status == 431)
-    snprintf(line, sizeof line, "request head larger than %d bytes", ZKW_ADMIN_HEAD_MAX);
-  else if (status == 414)
-    snprintf(line, sizeof line, "URL longer than %d bytes", ZKW_ADMIN_URL_MAX);
-  else
-    snprintf(line, sizeof line, "request body larger than %d bytes", ZKW_ADMIN_BODY_MAX);
-  zkw_log_debug("admin: refused a request (%d): %s", status, line);
-  respond_line(c, status, NULL, true, line);
+  uint64_t begun = c->http.begun, completed = c->http.completed;
+  if (zkw_admin_http_feed(&c->http, buf->base, (size_t)nread) != 0) {
+    conn_close_now(c);
+    return;
+  }
+  if (c->http.done || c->closing) {
+    conn_finish(c); /* usually done already by the flush hook */
+    return;
+  }
+  /* A request begun in these bytes must arrive whole in time; after a
+   * complete one, an idle keep-alive connection is bounded. */
+  if (c->http.in_request && c->http.begun != begun)
+    uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_REQUEST_MS, 0);
+  else if (!c->http.in_request && c->http.completed != completed)
+    uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_IDLE_MS, 0);
 }
 
 /* ---- accepting ---- */
@@ -492,8 +533,9 @@ static void on_connection(uv_stream_t *listener, int status) {
   if (a.conns) a.conns->prev = c;
   a.conns = c;
   a.nconns++;
-  llhttp_init(&c->parser, HTTP_REQUEST, &a.settings);
-  c->parser.data = c;
+  zkw_admin_http_init(&c->http);
+  c->http.flush = conn_flush_hook;
+  c->http.data = c;
   if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 ||
       uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) != 0) {
     conn_close_now(c);
@@ -527,8 +569,7 @@ static void format_addr(const struct sockaddr_storage *ss, char *out, size_t len
   }
 }
 
-int zkw_admin_start(struct zkw_server *srv) {
-  memset(&a, 0, sizeof a);
+void zkw_admin_http_setup(struct zkw_server *srv) {
   a.srv = srv;
   llhttp_settings_init(&a.settings);
   a.settings.on_message_begin = on_message_begin;
@@ -539,6 +580,11 @@ int zkw_admin_start(struct zkw_server *srv) {
   a.settings.on_headers_complete = on_headers_complete;
   a.settings.on_body = on_body;
   a.settings.on_message_complete = on_message_complete;
+}
+
+int zkw_admin_start(struct zkw_server *srv) {
+  memset(&a, 0, sizeof a);
+  zkw_admin_http_setup(srv);
   format_addr(&srv->cfg->admin_listen, a.where, sizeof a.where);
 
   int rc = uv_tcp_init(srv->loop, &a.listener);

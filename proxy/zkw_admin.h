@@ -17,6 +17,13 @@
 #ifndef ZKW_ADMIN_H
 #define ZKW_ADMIN_H
 
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zkw_buf.h"
+
 struct zkw_server;
 
 #define ZKW_ADMIN_MAX_CONNS  256
@@ -33,5 +40,43 @@ int zkw_admin_start(struct zkw_server *srv) __attribute__((warn_unused_result));
 /* Stops accepting, closes every admin connection and the module's handles.
  * Called by zkw_server_stop; idempotent. */
 void zkw_admin_stop(void);
+
+/* ---- one admin connection's HTTP, without its socket ----
+ * zkw_admin.c's socket code feeds each connection's bytes to
+ * zkw_admin_http_feed and writes what lands in out; the fuzz target
+ * (tests/fuzz/fuzz_admin.c) drives the same functions with no socket. */
+struct zkw_admin_http {
+  llhttp_t parser;
+  struct zkw_buf out; /* responses the writer has not taken yet */
+  size_t held;        /* response bytes the writer holds besides out (it keeps this current) */
+  /* Called after each response is appended to out (may be NULL): the writer
+   * takes what it can. Nonzero means the connection is closing: parse no more. */
+  int (*flush)(struct zkw_admin_http *h);
+  void *data;         /* the writer's */
+  uint64_t begun;     /* requests begun so far (the writer's timers watch these two) */
+  uint64_t completed; /* requests parsed whole so far */
+  bool in_request;    /* a request has begun and is not complete */
+  bool done;          /* the last response is in out: close once it is written */
+  bool failed;        /* out of memory or the flush failed: close at once */
+  int err_status;     /* set by a parser callback that refuses the request */
+  size_t head_bytes;  /* request line and headers so far */
+  size_t body_bytes;
+  size_t url_len;
+  char url[ZKW_ADMIN_URL_MAX + 1];
+};
+
+/* Makes the request handling answer about srv (zkw_admin_start calls it). */
+void zkw_admin_http_setup(struct zkw_server *srv);
+void zkw_admin_http_init(struct zkw_admin_http *h);
+/* Parses n more bytes and appends the answers to h->out. Returns 0 (then
+ * h->done says whether the connection is to close once out is written), or
+ * -1 when it must close at once (h->failed). Bytes after done are ignored. */
+int zkw_admin_http_feed(struct zkw_admin_http *h, const char *data, size_t n)
+    __attribute__((warn_unused_result));
+/* The deadline of the request underway (h->in_request) passed: appends a 408
+ * and sets done. Returns 0 or -1 as zkw_admin_http_feed. */
+int zkw_admin_http_timeout(struct zkw_admin_http *h) __attribute__((warn_unused_result));
+/* Frees out (the parser holds no memory). */
+void zkw_admin_http_release(struct zkw_admin_http *h);
 
 #endif
