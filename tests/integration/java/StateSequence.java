@@ -46,6 +46,11 @@ public class StateSequence {
                 .sessionTimeoutMs(sessionMs)
                 .connectionTimeoutMs(sessionMs)
                 .retryPolicy(new ExponentialBackoffRetry(100, 10, 1000))
+                // Direct, the tracker would swap the relays for the servers'
+                // own addresses (reconfigEnabled ensembles), and the partition
+                // would miss the client. Flink 1.18+ deployments turn it off
+                // too (high-availability.zookeeper.client.ensemble-tracker).
+                .ensembleTracker(false)
                 .build();
         c.getConnectionStateListenable().addListener((CuratorFramework client, ConnectionState st) ->
                 println("STATE " + st + " " + sid(client)));
