@@ -233,7 +233,7 @@ def metrics(proxy):
 def ready(proxy):
     try:
         return admin_get(proxy, "/readyz").startswith("ready")
-    except urllib.error.HTTPError:
+    except (urllib.error.URLError, OSError):  # 503, or not listening yet
         return False
 
 
@@ -459,3 +459,119 @@ def test_jm_state_sequence(span, fault, ensemble, relays, zkwarden_factory, java
     proxy = paths[1].proxy
     wait_until(lambda: ready(proxy), 20, interval=0.2, what="zkwarden ready after the partition")
     assert proxy.alive()
+
+
+# ==================================================================== fault 4
+
+# pgbouncer's partition loop: (mode, seconds).
+LOOP = [("drop", 12.0), ("pass", 12.0), ("reset", 3.0), ("pass", 6.0)]
+LONG_LOOP_S = 30 * 60
+SURVIVE_S = 20.0  # session timeout above the 12 s drop: sessions re-attach
+EXPIRE_S = 6.0    # below it: sessions expire, cleanly
+
+
+class LoopPath:
+    """One workload and where the loop cuts it:
+    "direct":   workload -> relays -> servers (the baseline);
+    "upstream": workload -> zkwarden -> relays -> servers;
+    "client":   workload -> relay -> zkwarden -> servers."""
+
+    def __init__(self, place, timeout_s, ensemble, relays, factory):
+        self.place = place
+        self.timeout_s = timeout_s
+        self.name = "%s-%gs" % (place, timeout_s)
+        servers = [s.hostport for s in ensemble.servers]
+        self.proxy = None
+        if place == "direct":
+            self.cut = [relays(h, "%s-zk%d" % (self.name, i + 1)) for i, h in enumerate(servers)]
+            self.connect = ",".join(r.hostport for r in self.cut)
+        elif place == "upstream":
+            self.cut = [relays(h, "%s-zk%d" % (self.name, i + 1)) for i, h in enumerate(servers)]
+            self.proxy = factory.start(*[r.hostport for r in self.cut],
+                                       extra_env=sidecar_env("jm-f4-%s-%s" % (self.name, uuid.uuid4().hex[:8])))
+            self.connect = self.proxy.hostport
+        else:
+            self.proxy = factory.start(*servers,
+                                       extra_env=sidecar_env("jm-f4-%s-%s" % (self.name, uuid.uuid4().hex[:8])))
+            self.cut = [relays(self.proxy.hostport, "%s-listen" % self.name)]
+            self.connect = self.cut[0].hostport
+        if self.proxy:
+            wait_until(lambda: ready(self.proxy), 20, interval=0.1, what="%s: zkwarden ready" % self.name)
+            self.base_fds = nfds(self.proxy)
+        # One session: a sidecar stands for one JobManager's session.
+        self.wl = Workload("/f4-%s-%s" % (self.name, uuid.uuid4().hex[:6]), ",".join(servers), sessions=1,
+                           session_timeout=timeout_s)
+        self.rss = []
+
+    def sample(self):
+        if self.proxy:
+            assert self.proxy.alive(), "%s: zkwarden died:\n%s" % (self.name, self.proxy.stderr()[-4000:])
+            with open("/proc/%d/status" % self.proxy.proc.pid) as f:
+                kb = [int(l.split()[1]) for l in f if l.startswith("VmRSS:")][0]
+            self.rss.append(kb)
+
+
+@pytest.mark.zkwarden
+def test_partition_loop(ensemble, relays, zkwarden_factory, long):
+    paths = [LoopPath(place, t, ensemble, relays, zkwarden_factory)
+             for t in (SURVIVE_S, EXPIRE_S) for place in ("direct", "upstream", "client")]
+    for p in paths:
+        p.wl.start(p.connect)
+    try:
+        for p in paths:
+            assert p.wl.wait_connected(30), p.name
+            assert p.wl.wait_progress(20, 30), "%s: %s" % (p.name, p.wl.summary())
+        sids0 = {p.name: p.wl.all_session_ids() for p in paths}
+        deadline = time.monotonic() + (LONG_LOOP_S if long else 0)
+        iterations = 0
+        while True:
+            for mode, seconds in LOOP:
+                for p in paths:
+                    set_modes(p.cut, mode)
+                time.sleep(seconds)  # the fault itself
+                for p in paths:
+                    p.sample()
+            iterations += 1
+            # After each iteration (the last phase a restore of 6 s), every
+            # workload makes progress again and has seen no problem so far.
+            for p in paths:
+                assert p.wl.wait_connected(30), "%s: not reconnected: %s" % (p.name, p.wl.summary())
+                assert p.wl.wait_progress(10, 30), "%s: no progress: %s" % (p.name, p.wl.summary())
+                assert p.wl.problems == [], "%s (iteration %d): %s" % (p.name, iterations, p.wl.problems)
+            if time.monotonic() >= deadline:
+                break
+    finally:
+        for p in paths:
+            set_modes(p.cut, "pass")
+        for p in paths:
+            p.wl.stop()
+    report = []
+    for p in paths:
+        problems = p.wl.check()
+        expired = p.wl.counters["expired"]
+        report.append("%s: %s, zkwarden RSS %s KiB" % (p.name, p.wl.summary(),
+                                                        "%d..%d" % (min(p.rss), max(p.rss)) if p.rss else "-"))
+        assert problems == [], "%s: %s" % (p.name, problems)
+        if p.timeout_s > LOOP[0][1]:
+            # A session timeout above the drop: the session survives every
+            # partition (re-attached, never expired), direct and through zkwarden.
+            assert expired == 0, "%s: %s" % (p.name, p.wl.summary())
+            assert p.wl.all_session_ids() == sids0[p.name], p.name
+        else:
+            # Below it: the session expires (reported, then a new one).
+            assert expired >= iterations, "%s: %s" % (p.name, p.wl.summary())
+    for p in paths:
+        if p.proxy is None:
+            continue
+        # zkwarden after the loop: ready, nothing left open or pending.
+        wait_until(lambda: ready(p.proxy), 30, interval=0.2, what="%s: zkwarden ready" % p.name)
+        m = wait_until(lambda: (lambda m: m if m["zkwarden_sessions_active"] == 0
+                                and m["zkwarden_outstanding_requests"] == 0
+                                and m["zkwarden_connections_active"] == 0 else None)(metrics(p.proxy)),
+                       20, interval=0.2, what="%s: no session or request left" % p.name)
+        wait_until(lambda: nfds(p.proxy) <= p.base_fds, 20, interval=0.2,
+                   what="%s: descriptors back to %d (now %d)" % (p.name, p.base_fds, nfds(p.proxy)))
+        report.append("%s: iterations %d, fds %d, decode errors %s" % (
+            p.name, iterations, nfds(p.proxy),
+            sum(v for k, v in m.items() if k.startswith("zkwarden_decode_errors_total"))))
+    print("\n".join(report))
