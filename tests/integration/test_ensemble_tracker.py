@@ -8,45 +8,7 @@ import subprocess
 
 import pytest
 
-from zkharness import HOST, ZkServer, free_port, wait_until
-
-
-class Ensemble:
-    def __init__(self, tmp_path, n=3):
-        ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
-        lines = ["server.%d=%s:%d:%d:participant;%s:%d" % (i + 1, HOST, q, e, HOST, c)
-                 for i, (c, q, e) in enumerate(ports)]
-        self.servers = []
-        for i, (c, q, e) in enumerate(ports):
-            srv = ZkServer(tmp_path / ("zk%d" % (i + 1)), extra_cfg=[
-                "reconfigEnabled=true", "standaloneEnabled=false", "initLimit=10", "syncLimit=5"] + lines)
-            # The client port comes from the server line (dynamic config).
-            srv.port = c
-            text = srv.cfg.read_text().splitlines()
-            srv.cfg.write_text("\n".join(l for l in text if not l.startswith(("clientPort=",
-                                                                                "clientPortAddress=")))
-                               + "\n")
-            (srv.datadir / "myid").write_text("%d\n" % (i + 1))
-            self.servers.append(srv)
-
-    def start(self):
-        for s in self.servers:
-            s.start(wait=False)
-        wait_until(self.has_quorum, 60, interval=0.2, what="a quorum")
-
-    def has_quorum(self):
-        from zkharness import four_letter
-        modes = []
-        for s in self.servers:
-            try:
-                modes.append(four_letter(s.port, "srvr", timeout=1.0))
-            except OSError:
-                return False
-        return sum(b"Mode: leader" in m for m in modes) == 1 and sum(b"Mode: follower" in m for m in modes) == 2
-
-    def stop(self):
-        for s in self.servers:
-            s.stop()
+from zkharness import Ensemble
 
 
 @pytest.fixture

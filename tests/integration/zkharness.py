@@ -103,7 +103,8 @@ class ZkServer:
     as the restart is shorter than their timeout."""
 
     def __init__(self, workdir, tick_ms=500, min_session_ms=1000,
-                 max_session_ms=30000, extra_cfg=None):
+                 max_session_ms=30000, extra_cfg=None,
+                 four_letter_words="srvr,ruok,stat"):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.datadir = self.dir / "data"
@@ -113,6 +114,7 @@ class ZkServer:
         self.log = self.dir / "zookeeper.log"
         self.proc = None
         self.starts = 0
+        self.paused = False
         lines = [
             "tickTime=%d" % tick_ms,
             "minSessionTimeout=%d" % min_session_ms,
@@ -122,7 +124,7 @@ class ZkServer:
             "clientPortAddress=%s" % HOST,
             "maxClientCnxns=0",
             "admin.enableServer=false",
-            "4lw.commands.whitelist=srvr,ruok,stat",
+            "4lw.commands.whitelist=%s" % four_letter_words,
             "extendedTypesEnabled=true",
         ]
         lines += list(extra_cfg or [])
@@ -169,7 +171,27 @@ class ZkServer:
 
     def stop(self):
         if self.proc is not None:
+            self.resume()
             _stop_pid(self.proc)
+
+    def kill(self):
+        """kill -9 (a crash): no clean shutdown, sessions stay in the log."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.resume()
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def pause(self):
+        """SIGSTOP: the server holds its connections but answers nothing."""
+        if self.proc is not None and self.proc.poll() is None and not self.paused:
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self):
+        if self.paused:
+            self.paused = False
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGCONT)
 
     def restart(self, down_for=0.0):
         self.stop()
@@ -179,6 +201,82 @@ class ZkServer:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+
+class Ensemble:
+    """A quorum of n ZooKeeper servers (ZkServer each) on free 127.0.0.1
+    ports. The server lines carry the client address (the 3.5+ dynamic
+    config form), so /zookeeper/config names every server's client port.
+    Members can be killed, paused and restarted one by one; wait_quorum()
+    waits for one leader and n-1 followers again."""
+
+    def __init__(self, workdir, n=3, tick_ms=500, reconfig=True, extra_cfg=None,
+                 four_letter_words="srvr,ruok,stat", max_session_ms=30000):
+        workdir = Path(workdir)
+        ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
+        lines = ["server.%d=%s:%d:%d:participant;%s:%d" % (i + 1, HOST, q, e, HOST, c)
+                 for i, (c, q, e) in enumerate(ports)]
+        self.servers = []
+        for i, (c, q, e) in enumerate(ports):
+            srv = ZkServer(workdir / ("zk%d" % (i + 1)), tick_ms=tick_ms,
+                           min_session_ms=2 * tick_ms, max_session_ms=max_session_ms,
+                           four_letter_words=four_letter_words, extra_cfg=[
+                               "reconfigEnabled=%s" % ("true" if reconfig else "false"),
+                               "standaloneEnabled=false", "initLimit=10", "syncLimit=5"]
+                           + list(extra_cfg or []) + lines)
+            # The client port comes from the server line (dynamic config).
+            srv.port = c
+            text = srv.cfg.read_text().splitlines()
+            srv.cfg.write_text("\n".join(l for l in text if not l.startswith(("clientPort=",
+                                                                                "clientPortAddress=")))
+                               + "\n")
+            (srv.datadir / "myid").write_text("%d\n" % (i + 1))
+            self.servers.append(srv)
+
+    @property
+    def connect(self):
+        """The kazoo / ZooKeeper connect string of every member."""
+        return ",".join(s.hostport for s in self.servers)
+
+    def start(self, timeout=60):
+        for s in self.servers:
+            s.start(wait=False)
+        self.wait_quorum(timeout)
+
+    def modes(self):
+        """The srvr Mode line of each member (None when it does not answer)."""
+        out = []
+        for s in self.servers:
+            if not s.alive() or s.paused:
+                out.append(None)
+                continue
+            try:
+                text = four_letter(s.port, "srvr", timeout=1.0)
+            except OSError:
+                out.append(None)
+                continue
+            mode = None
+            for line in text.decode("utf-8", "replace").splitlines():
+                if line.startswith("Mode: "):
+                    mode = line[6:].strip()
+            out.append(mode)
+        return out
+
+    def has_quorum(self):
+        modes = self.modes()
+        return modes.count("leader") == 1 and modes.count("follower") == len(self.servers) - 1
+
+    def wait_quorum(self, timeout=60):
+        wait_until(self.has_quorum, timeout, interval=0.2, what="a quorum with every member")
+
+    def leader(self):
+        """Index of the current leader, or None."""
+        modes = self.modes()
+        return modes.index("leader") if "leader" in modes else None
+
+    def stop(self):
+        for s in self.servers:
+            s.stop()
 
 
 _IDENTITY_SEQ = itertools.count(1)
