@@ -24,6 +24,9 @@
 #define REGISTRY_SESSION_MS 4000
 /* How often a broken registry is retried. */
 #define REGISTRY_RETRY_MS 5000
+/* How often the owner checks that its owner node and record are still as it
+ * wrote them (deleted, overwritten or made unreadable by someone else). */
+#define REGISTRY_CHECK_MS 2000
 /* Between background fence attempts. */
 #define FENCE_RETRY_MS 1000
 /* A new session within this time after a superseded client came back alive
@@ -86,6 +89,8 @@ static void adopt_sessions(struct zkw_identity *id);
 static void capture_previous(struct zkw_identity *id);
 static void cancel_orphan(struct zkw_identity *id, int64_t session_id);
 static bool attached_here(const struct zkw_identity *id, int64_t session);
+static void check_cb(uv_timer_t *t);
+static void write_back(struct zkw_identity *id);
 
 static void claim_again_cb(uv_timer_t *t) {
   claim(t->data);
@@ -102,8 +107,8 @@ static void broken(struct zkw_identity *id, const char *what, int rc) {
   char why[256];
   snprintf(why, sizeof why, "registry %s: %s", what, zkw_zk_error(rc));
   if (id->state != ZKW_REG_BROKEN || strcmp(why, id->why) != 0)
-    zkw_log_error("identity %s: %s; relaying without fencing or reclaim until it recovers", identity_name(id),
-                  why);
+    zkw_log_error("identity %s: %s (record %s); relaying without fencing or reclaim until it recovers",
+                  identity_name(id), why, id->node);
   ZKW_METRIC_INC(registry_errors);
   set_state(id, ZKW_REG_BROKEN, why);
   id->rec_loaded = false;
@@ -202,6 +207,7 @@ static void became_owner(struct zkw_identity *id) {
     zkw_log_info("identity %s: the other sidecar instance is gone; this instance owns the identity now",
                  identity_name(id));
   set_state(id, ZKW_REG_OWNER, NULL);
+  uv_timer_start(&id->check_timer, check_cb, REGISTRY_CHECK_MS, REGISTRY_CHECK_MS);
   load_record(id);
 }
 
@@ -263,11 +269,22 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   struct zkw_identity *id = arg;
   if (id->state != ZKW_REG_OWNER) return;
   struct zkw_record rec;
+  bool rewrite = false;
   if (r->rc == ZNONODE) {
     memset(&rec, 0, sizeof rec);
     id->rec_version = -1;
   } else if (r->rc != ZOK) {
     return broken(id, "cannot read the record", r->rc);
+  } else if (zkw_record_parse(r->data, r->data_len, &rec) != 0 && id->rec_known) {
+    /* This instance knows the record: the owner's copy is written back. */
+    zkw_log_error(
+        "identity %s: registry record %s is corrupt; writing this instance's record (incarnation %" PRIu64
+        ") back",
+        identity_name(id), id->node, id->rec.incarnation);
+    ZKW_METRIC_INC(registry_errors);
+    id->rec_version = r->stat.version;
+    rec = id->rec;
+    rewrite = true;
   } else if (zkw_record_parse(r->data, r->data_len, &rec) != 0) {
     if (!id->corrupt_logged)
       zkw_log_error(
@@ -285,14 +302,17 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
     id->rec_version = r->stat.version;
   }
   id->corrupt_logged = false;
-  /* Keep the newest we know: a record deleted under us is re-created. */
-  if (!id->rec_loaded || rec.incarnation >= id->rec.incarnation) id->rec = rec;
-  id->rec_loaded = true;
+  /* Keep the newest we know: a record deleted, emptied or corrupted under
+   * us is written back. */
+  bool behind = rewrite || (id->rec_known && rec.incarnation < id->rec.incarnation);
+  if (!behind) id->rec = rec;
+  id->rec_loaded = id->rec_known = true;
   memset(&rec, 0, sizeof rec);
   ZKW_METRIC_SET(identity_incarnation, (int64_t)id->rec.incarnation);
   zkw_log_info("identity %s: owned by this instance (%s); incarnation %" PRIu64 ", session 0x%" PRIx64
                ", dead up to %" PRIu64,
                identity_name(id), id->instance, id->rec.incarnation, (uint64_t)id->rec.session, id->rec.dead);
+  if (behind) write_back(id); /* write_next follows it */
   if (id->waiting) fence_previous(id);
   adopt_sessions(id);
   write_next(id);
@@ -363,6 +383,8 @@ static void record_written(void *arg, const struct zkw_zk_result *r) {
     return finish_write(w, false);
   }
   id->rec = w->rec;
+  id->rec_known = true;
+  id->write_gen++;
   id->rec_version = w->created ? 0 : r->stat.version;
   ZKW_METRIC_SET(identity_incarnation, (int64_t)id->rec.incarnation);
   if (s && s->incarnation == id->rec.incarnation) {
@@ -408,6 +430,7 @@ static void write_next(struct zkw_identity *id) {
 static void dead_written(void *arg, const struct zkw_zk_result *r) {
   struct zkw_identity *id = arg;
   id->writing = false;
+  id->write_gen++;
   if (r->rc == ZOK)
     id->rec_version = r->stat.version;
   else if (r->rc == ZBADVERSION)
@@ -426,6 +449,113 @@ static void write_dead(struct zkw_identity *id, uint64_t dead) {
   int rc = zkw_zk_set(id->zk, id->node, text, len, id->rec_version, dead_written, id);
   memset(text, 0, sizeof text);
   if (rc != ZOK) id->writing = false;
+}
+
+/* The record written back after it was deleted, emptied or corrupted. */
+static void written_back(void *arg, const struct zkw_zk_result *r) {
+  struct zkw_identity *id = arg;
+  id->writing = false;
+  id->write_gen++;
+  if (r->rc == ZOK) {
+    id->rec_version = r->has_stat ? r->stat.version : 0;
+    zkw_log_info("identity %s: registry record %s written back: incarnation %" PRIu64 ", session 0x%" PRIx64,
+                 identity_name(id), id->node, id->rec.incarnation, (uint64_t)id->rec.session);
+  } else if (r->rc == ZBADVERSION || r->rc == ZNONODE || r->rc == ZNODEEXISTS) {
+    return load_record(id); /* changed again meanwhile: look again */
+  } else {
+    return broken(id, "cannot write the record back", r->rc);
+  }
+  write_next(id);
+}
+
+/* Writes this instance's record over what the registry holds (version
+ * rec_version; created when absent). */
+static void write_back(struct zkw_identity *id) {
+  if (id->writing || !id->rec_known || id->state != ZKW_REG_OWNER) return;
+  char text[512];
+  int len = zkw_record_format(&id->rec, text, sizeof text);
+  if (len < 0) return;
+  id->writing = true;
+  int rc = id->rec_version < 0 ? zkw_zk_create(id->zk, id->node, text, len, false, written_back, id)
+                               : zkw_zk_set(id->zk, id->node, text, len, id->rec_version, written_back, id);
+  memset(text, 0, sizeof text);
+  if (rc != ZOK) {
+    id->writing = false;
+    broken(id, "cannot write the record back", rc);
+  }
+}
+
+/* ---- the owner's check ---- */
+
+/* The owner node is gone or another session's: claim the identity again
+ * (the record is written back once owned). */
+static void lost_owner(struct zkw_identity *id, const char *what) {
+  zkw_log_error("identity %s: registry %s was deleted or taken under this instance; claiming the identity "
+                "again (fencing and reclaim wait until it is owned)",
+                identity_name(id), what);
+  ZKW_METRIC_INC(registry_errors);
+  uv_timer_stop(&id->check_timer);
+  set_state(id, ZKW_REG_CONNECTING, "registry owner node lost; claiming the identity again");
+  id->rec_loaded = false;
+  claim(id);
+}
+
+static void checked_record(void *arg, const struct zkw_zk_result *r) {
+  struct zkw_identity *id = arg;
+  id->checking = false;
+  if (id->stopping || id->state != ZKW_REG_OWNER || !id->rec_loaded) return;
+  if (id->writing || id->write_gen != id->check_gen) return; /* a write raced the check */
+  if (r->rc == ZNONODE) return lost_owner(id, id->node);
+  if (r->rc != ZOK) return broken(id, "cannot read the record", r->rc);
+  if (r->stat.version == id->rec_version) return;
+  /* Written by someone else while this instance owns the identity: the
+   * owner's record is the truth (a valid one included: an operator's edit
+   * could name any session to fence). */
+  struct zkw_record rec;
+  bool valid = zkw_record_parse(r->data, r->data_len, &rec) == 0;
+  memset(&rec, 0, sizeof rec);
+  zkw_log_error("identity %s: registry record %s was %s under this instance (version %d, expected %d); "
+                "writing this instance's record back",
+                identity_name(id), id->node, valid ? "overwritten" : "corrupted", r->stat.version,
+                id->rec_version);
+  ZKW_METRIC_INC(registry_errors);
+  id->rec_version = r->stat.version;
+  write_back(id);
+}
+
+static void checked_owner(void *arg, const struct zkw_zk_result *r) {
+  struct zkw_identity *id = arg;
+  if (id->stopping || id->state != ZKW_REG_OWNER || !id->rec_loaded) {
+    id->checking = false;
+    return;
+  }
+  if (r->rc == ZNONODE || (r->rc == ZOK && r->stat.ephemeralOwner != zkw_zk_session_id(id->zk))) {
+    id->checking = false;
+    return lost_owner(id, id->owner_node);
+  }
+  if (r->rc != ZOK) {
+    id->checking = false;
+    return broken(id, "cannot read owner node", r->rc);
+  }
+  int rc = zkw_zk_get(id->zk, id->node, false, checked_record, id);
+  if (rc != ZOK) {
+    id->checking = false;
+    broken(id, "cannot read the record", rc);
+  }
+}
+
+static void check_cb(uv_timer_t *t) {
+  struct zkw_identity *id = t->data;
+  if (id->stopping || id->checking || id->writing || id->state != ZKW_REG_OWNER || !id->rec_loaded ||
+      !zkw_zk_connected(id->zk))
+    return;
+  id->check_gen = id->write_gen;
+  id->checking = true;
+  int rc = zkw_zk_exists(id->zk, id->owner_node, false, checked_owner, id);
+  if (rc != ZOK) {
+    id->checking = false;
+    broken(id, "cannot read owner node", rc);
+  }
 }
 
 /* ---- fencing ---- */
@@ -761,8 +891,9 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
   snprintf(id->root_identities, sizeof id->root_identities, "%s/identities", cfg->registry_root);
   snprintf(id->node, sizeof id->node, "%s/%s", id->root_identities, cfg->identity);
   snprintf(id->owner_node, sizeof id->owner_node, "%s/owner", id->node);
-  uv_timer_t *timers[] = {&id->claim_timer, &id->fence_timer, &id->retry_timer, &id->sweep_timer};
-  for (int i = 0; i < 4; i++) {
+  uv_timer_t *timers[] = {&id->claim_timer, &id->fence_timer, &id->retry_timer, &id->sweep_timer,
+                          &id->check_timer};
+  for (int i = 0; i < 5; i++) {
     uv_timer_init(srv->loop, timers[i]);
     timers[i]->data = id;
   }
@@ -800,8 +931,9 @@ void zkw_identity_stop(struct zkw_identity *id) {
     next = o->next;
     if (!(id->fencing && id->fence.arg == o)) orphan_free(o);
   }
-  uv_timer_t *timers[] = {&id->claim_timer, &id->fence_timer, &id->retry_timer, &id->sweep_timer};
-  for (int i = 0; i < 4; i++)
+  uv_timer_t *timers[] = {&id->claim_timer, &id->fence_timer, &id->retry_timer, &id->sweep_timer,
+                          &id->check_timer};
+  for (int i = 0; i < 5; i++)
     if (timers[i]->loop && !uv_is_closing((uv_handle_t *)timers[i])) uv_close((uv_handle_t *)timers[i], NULL);
   if (id->zk) zkw_zk_close_handle(id->zk);
 }

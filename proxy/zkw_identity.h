@@ -62,8 +62,16 @@ struct zkw_identity {
   struct zkw_record rec; /* valid when rec_loaded */
   int rec_version;       /* of the record node; -1: absent */
   bool rec_loaded;
-  bool writing;        /* a record write is in flight */
-  bool corrupt_logged; /* the corrupt record was reported (once, not at every retry) */
+  /* rec holds this instance's last known record; it survives a registry
+   * outage, so that a record deleted or corrupted under the owner is
+   * written back instead of restarting the identity at incarnation 0. */
+  bool rec_known;
+  bool writing;           /* a record write is in flight */
+  unsigned write_gen;     /* bumped by every record write: stale checks are ignored */
+  uv_timer_t check_timer; /* while the owner: the owner node and record still as written? */
+  bool checking;          /* a check is in flight */
+  unsigned check_gen;     /* write_gen when it was sent */
+  bool corrupt_logged;    /* the corrupt record was reported (once, not at every retry) */
 
   uv_timer_t claim_timer; /* conflict bound while claiming; retry when broken */
   uv_timer_t fence_timer; /* bound on holding ConnectRequests while fencing */
