@@ -355,6 +355,14 @@ class Zkwarden:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def kill(self):
+        """kill -9 (a crash). start() brings it back on the same ports."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for f in (self.err, self.out):
+            f.close()
+
     def stop(self):
         """SIGTERM, wait, and return a list of problems (empty when clean)."""
         problems = []

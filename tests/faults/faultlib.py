@@ -1,0 +1,72 @@
+"""Small helpers shared by the crash, ensemble and pause fault tests: what
+zkwarden says about itself (admin endpoint, metrics, open descriptors) and
+what the ZooKeeper server says about its sessions (`dump`, `cons`), so that a
+test can tell live sessions from stale ones on both sides."""
+
+import json
+import os
+import re
+import urllib.request
+
+from zkharness import HOST, four_letter
+
+SID = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def admin_get(proxy, path, timeout=5.0):
+    """(status, body text) of GET path on zkwarden's admin endpoint."""
+    url = "http://%s:%d%s" % (HOST, proxy.admin_port, path)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+
+
+def metrics(proxy):
+    """{name or name{labels}: value} from /metrics."""
+    status, body = admin_get(proxy, "/metrics")
+    assert status == 200, body
+    out = {}
+    for line in body.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        out[key] = float(value)
+    return out
+
+
+def metric(proxy, name):
+    """The sum of every series of one metric (0 when absent)."""
+    return sum(v for k, v in metrics(proxy).items() if k == name or k.startswith(name + "{"))
+
+
+def proxy_sessions(proxy):
+    """{session id (int): entry} of /v1/sessions."""
+    status, body = admin_get(proxy, "/v1/sessions")
+    assert status == 200, body
+    doc = json.loads(body)
+    return {int(s["session"], 16): s for s in doc["sessions"]}
+
+
+def open_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def server_sessions(port):
+    """Every session the server tracks (the SessionTracker part of `dump`),
+    connected or not: a session a crashed proxy left behind shows here
+    until it expires."""
+    text = four_letter(port, "dump").decode("utf-8", "replace")
+    tracker = text.split("ephemeral nodes dump", 1)[0]
+    return {int(m, 16) for m in SID.findall(tracker)}
+
+
+def server_connection_sids(port):
+    """The session id of every client connection the server holds (`cons`)."""
+    text = four_letter(port, "cons").decode("utf-8", "replace")
+    return {int(m.group(1), 16) for m in re.finditer(r"sid=(0x[0-9a-fA-F]+)", text)}
+
+
+def hexes(ids):
+    return sorted("0x%x" % i for i in ids)
