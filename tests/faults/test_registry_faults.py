@@ -249,10 +249,61 @@ def test_registry_broken_while_running(scenario, private_zk, zkwarden_factory, k
     print("%s: the restarted JobManager leads after %.3f s (session timeout %d s)"
           % (scenario, took, SESSION_MS // 1000))
     assert took < 3.0, "leadership after %.2f s" % took
-    assert "previous session 0x%x of incarnation 1 fenced" % jm.session in proxy.stderr()
+    wait_until(lambda: "previous session 0x%x of incarnation 1 fenced" % jm.session in proxy.stderr(), 5,
+               what="the fence of incarnation 1 to be logged")
     wait_until(lambda: (record(admin) or {}).get("incarnation") == "2", 10, what="incarnation 2 recorded")
     assert admin.get(untagged)[0] == b"keep"
 
+
+
+@pytest.mark.zkwarden
+def test_jm_restart_during_registry_outage(private_zk, zkwarden_factory, kazoo_factory, jm_procs):
+    """The JobManager restarts while the record is unreadable. The sidecar
+    cannot record a new incarnation, so it relays the new session at once
+    without fencing (no identity features, as with a broken registry at
+    start): the old session keeps its latch until the repair. Once repaired,
+    the new session becomes incarnation 2 and the old one is fenced; the
+    restart after that is fenced as usual."""
+    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": IDENTITY, "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+           "ZKWARDEN_REGISTRY_ROOT": ROOT}
+    proxy = zkwarden_factory.start(private_zk, extra_env=env)
+    admin = kazoo_factory(private_zk.hostport, auth_data=[("digest", "operator:op-pw")])
+    graph = "/flink/c1/jobgraphs/%s" % ("b" * 32)
+    old = jm_procs(proxy.hostport, "%s/%s" % (graph, uuid.uuid4()), "/flink/c1/counter-old")
+    wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % old.session, 10,
+               what="incarnation 1 to be recorded")
+    errors0 = metric(proxy, "zkwarden_registry_errors_total")
+    repair = break_registry("unreadable", admin)
+    wait_until(lambda: readyz(proxy)[0] == 503, 10, what="/readyz 503")
+    assert metric(proxy, "zkwarden_registry_errors_total") > errors0
+
+    old.kill()  # crashed during the outage
+    t0 = time.monotonic()
+    new = jm_procs(proxy.hostport, "%s/%s" % (graph, uuid.uuid4()), "/flink/c1/counter-new")
+    took = time.monotonic() - t0
+    assert took < 5.0, "the new session waited %.2f s for the broken registry" % took
+    time.sleep(1)
+    assert admin.exists(old.latch) is not None  # nothing fenced without the registry
+    assert not is_leader(admin, new.latch)
+
+    repair()
+    wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % new.session, 20,
+               what="the new session to be recorded once the registry is readable")
+    assert record(admin)["incarnation"] == "2"
+    wait_until(lambda: is_leader(admin, new.latch), 10, what="the new JobManager to lead (old one fenced)")
+    wait_until(lambda: "previous session 0x%x of incarnation 1 fenced" % old.session in proxy.stderr(), 5,
+               what="the fence of incarnation 1 to be logged")
+    assert new.problems == [] and admin.exists(new.latch).ephemeralOwner == new.session
+    wait_until(lambda: readyz(proxy)[0] == 200, 15, what="/readyz 200")
+
+    new.kill()
+    t0 = time.monotonic()
+    c = kazoo_factory(proxy.hostport, timeout=SESSION_MS / 1000.0)
+    mine = c.create("%s/_c_%s-latch-" % (LATCH_DIR, uuid.uuid4()), b"", ephemeral=True, sequence=True)
+    wait_until(lambda: is_leader(c, mine), 10, interval=0.01, what="leadership")
+    assert time.monotonic() - t0 < 3.0
+    wait_until(lambda: "previous session 0x%x of incarnation 2 fenced" % new.session in proxy.stderr(), 5,
+               what="the fence of incarnation 2 to be logged")
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "jm":
     jm_main(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])

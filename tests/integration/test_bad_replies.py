@@ -369,6 +369,38 @@ def test_reply_dribbled_byte_by_byte_passes(via, fake, zkwarden_factory):
     assert fake.served.get("dribble") == 1
 
 
+@pytest.mark.zkwarden
+def test_broken_reply_to_a_lock_create_in_sidecar_mode(fake, zkwarden_factory, kazoo_factory, zk_server):
+    """In sidecar mode a lock create is held behind a barrier and its reply
+    may start a reclaim: a broken reply there closes that connection just the
+    same, and the next incarnation works."""
+    proxy = zkwarden_factory.start(fake.hostport, extra_env={
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_LOCK_ROOTS": "/fault", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+        "ZKWARDEN_MAX_REPLY_FRAME": str(MAX_REPLY)})
+    lock = "/fault/truncated/%s" % uuid.uuid4()
+    sock = socket.create_connection((HOST, proxy.port), timeout=10)
+    sock.sendall(connect_request(10000))
+    hdr = sock.recv(4, socket.MSG_WAITALL)
+    body = sock.recv(struct.unpack(">i", hdr)[0], socket.MSG_WAITALL)
+    session = struct.unpack(">iiq", body[:16])[2]
+    # create(path, data, world ACL, EPHEMERAL): a lock by the rule (UUID name).
+    acl = struct.pack(">i", 1) + struct.pack(">i", 31) + ustring("world") + ustring("anyone")
+    create = frame(struct.pack(">ii", 1, 1) + ustring(lock) + ustring(b"127.0.0.1") + acl + struct.pack(">i", 1))
+    sock.sendall(create)
+    data, eof = read_until_eof(sock)
+    sock.close()
+    frames, problem = check_stream(data, [(1, 1)])
+    assert eof and frames == [] and problem is None, (data, eof, problem)
+    assert fake.served.get("truncated") == 1
+    wait_until(lambda: "session=0x%x" % session in proxy.stderr() and "protocol error from upstream" in proxy.stderr(),
+               5, what="the close to be logged")
+    raw = kazoo_factory(zk_server.hostport).get(lock)[0]
+    assert raw.startswith(b"zkwarden-lock 1 identity=")  # it was a tagged lock create
+    jm = kazoo_factory(proxy.hostport)  # the next incarnation
+    assert jm.get("/fault")[0] == PAYLOAD
+    assert proxy.alive()
+
+
 # ------------------------------------------------------------ kazoo's view
 
 KAZOO_KINDS = ["truncated", "duplicate", "reorder", "badmulti"]
