@@ -46,12 +46,7 @@ import pytest
 import zkharness
 from netfault import Relay
 from workload import Workload
-from zkharness import HOST, wait_until
-
-try:  # the shared 3-server ensemble (issue 7 moves it into zkharness)
-    from zkharness import Ensemble
-except ImportError:  # until then, the integration suite's own
-    from test_ensemble_tracker import Ensemble
+from zkharness import HOST, Ensemble, wait_until
 
 
 # ==================================================================== the relay
