@@ -331,6 +331,12 @@ def test_broken_reply_closes_only_that_session(kind, fake, zkwarden_factory, kaz
         assert "upstream closed the connection in the middle of a frame" in line, line
     else:
         assert "protocol error from upstream" in line, line
+    # Where the close line is generic, the line before it says what was wrong.
+    detail = {"unknownxid": "answers no outstanding request", "duplicate": "answers no outstanding request",
+              "reorder": "xid 2 out of order, expected xid 1"}.get(kind)
+    if detail:
+        mine = [l for l in proxy.stderr().splitlines() if "peer=%s:%d " % (HOST, c.local_port) in l]
+        assert any(detail in l and "bad reply from upstream" in l for l in mine), mine
 
     after = metrics(proxy)
     if kind == "midclose":
