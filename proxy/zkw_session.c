@@ -261,6 +261,30 @@ static int keep_frame(struct zkw_buf *b, const uint8_t *frame, size_t len) {
   return zkw_buf_append(b, frame, len) ? ZKW_E_NOSPACE : 0;
 }
 
+/* The server took the ConnectRequest and never answered (paused, or the
+ * network went silent after the TCP connect): give up as the client would
+ * have, so that it comes back at once and is sent to the next server. */
+static void upstream_handshake_timeout_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  if (s->phase != ZKW_PHASE_CONNECTING || s->response_seen) return;
+  ZKW_METRIC_INC(upstream_connect_failures);
+  s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
+  zkw_session_close(s, ZKW_LOG_WARN, "upstream %s: no answer to the handshake within %u ms", s->up_name,
+                    s->up_handshake_ms);
+}
+
+/* Bound on the wait for a ConnectResponse: what the client would give each
+ * server direct (its session timeout over the number of servers), at least
+ * ZKWARDEN_CONNECT_TIMEOUT_MS. Through zkwarden the client sees one address
+ * and would wait its whole session timeout on a silent server. */
+static uint32_t upstream_handshake_ms(const struct zkw_session *s, const uint8_t *body, size_t len) {
+  struct zkw_connect_req req;
+  int32_t requested = zkw_decode_connect_req(body, len, &req) == ZKW_OK ? req.timeout : 0;
+  uint32_t n = (uint32_t)(s->srv->cfg->upstream_count > 0 ? s->srv->cfg->upstream_count : 1);
+  uint32_t ms = requested > 0 ? (uint32_t)requested / n : 0;
+  return ms > s->srv->cfg->connect_timeout_ms ? ms : s->srv->cfg->connect_timeout_ms;
+}
+
 /* Handles one client frame (the body starts at frame + 4). */
 static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
   const uint8_t *body = frame + 4;
@@ -268,7 +292,9 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   if (s->phase == ZKW_PHASE_HANDSHAKE) {
     if (s->hold_connect) return FRAME_HOLD;
     s->phase = ZKW_PHASE_CONNECTING;
-    return FRAME_FORWARD; /* decoded and checked by client_hello */
+    s->up_handshake_ms = upstream_handshake_ms(s, body, len); /* checked by client_hello */
+    uv_timer_start(&s->timer, upstream_handshake_timeout_cb, s->up_handshake_ms, 0);
+    return FRAME_FORWARD;
   }
   struct zkw_request req;
   int rc = zkw_decode_request(body, len, &req);
@@ -339,6 +365,7 @@ static int on_connect_response(struct zkw_session *s, const uint8_t *body, size_
   if (rc) return rc;
   if (!s->response_seen) {
     s->response_seen = true;
+    uv_timer_stop(&s->timer); /* the handshake bound */
     s->session_id = resp.session_id;
     s->timeout = resp.timeout;
     s->read_only = resp.read_only;

@@ -55,13 +55,14 @@ struct zkw_session {
   struct zkw_side client, upstream;
 
   /* Upstream connection attempts. */
-  uv_timer_t timer; /* handshake timeout, connect timeout, then the close-flush bound */
+  uv_timer_t timer; /* client handshake, upstream connect, ConnectResponse, then close-flush bounds */
   uv_connect_t connect_req;
   uv_getaddrinfo_t resolve_req;
   bool resolving;
   bool upstream_started; /* the client's handshake arrived and connecting began */
   uint32_t up_first, up_tried;
-  char up_name[300]; /* host:port of the current upstream, for logs */
+  uint32_t up_handshake_ms; /* bound on the wait for the ConnectResponse */
+  char up_name[300];        /* host:port of the current upstream, for logs */
 
   /* The ZooKeeper session, from the handshake. */
   int64_t session_id;

@@ -456,6 +456,34 @@ def test_jm_state_sequence(span, fault, ensemble, relays, zkwarden_factory, java
     assert proxy.alive()
 
 
+@pytest.mark.parametrize("kind", ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)])
+def test_silent_server_costs_its_share_of_the_timeout(kind, zk_server, relays, zkwarden_factory, kazoo_factory):
+    """A server that takes the connection and never answers (the network
+    went silent after the TCP connect, or a paused server): direct, the
+    client gives each of its n servers 1/n of its session timeout and moves
+    on. Through zkwarden it sees one address and would wait its whole
+    session timeout (for a re-attach: the session lost) unless zkwarden
+    gives up on the silent server as the client would. Regression test for
+    the bound on the wait for the ConnectResponse (zkw_session.c)."""
+    timeout = 8.0
+    silent = relays(zk_server.hostport, "silent")
+    good = relays(zk_server.hostport, "good")
+    silent.set_mode("drop")
+    if kind == "direct":
+        hosts = "%s,%s" % (silent.hostport, good.hostport)
+    else:
+        # zkwarden's first connection goes to the first upstream.
+        hosts = zkwarden_factory.start(silent.hostport, good.hostport).hostport
+    t0 = time.monotonic()
+    c = kazoo_factory(hosts, start=False, timeout=timeout, randomize_hosts=False)
+    c.start(timeout=30)
+    took = time.monotonic() - t0
+    assert silent.accepted >= 1, "the silent server was never tried"
+    # About timeout/2 (the silent server's share), far from the whole timeout.
+    assert took < 0.75 * timeout, "%s: connected after %.2f s (session timeout %.0f s)" % (kind, took, timeout)
+    c.create("/f3-silent-%s-%s" % (kind, uuid.uuid4().hex[:6]), b"x", ephemeral=True)
+
+
 # ==================================================================== fault 4
 
 # pgbouncer's partition loop: (mode, seconds).
