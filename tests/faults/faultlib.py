@@ -53,6 +53,32 @@ def open_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def fd_list(pid):
+    """What each descriptor of pid is (for a failure message)."""
+    out = []
+    d = "/proc/%d/fd" % pid
+    for f in os.listdir(d):
+        try:
+            out.append((int(f), os.readlink(os.path.join(d, f))))
+        except OSError:  # closed while we looked
+            pass
+    return sorted(out)
+
+
+def wait_ready(proxy, timeout=20.0):
+    """Waits for /readyz 200: zkwarden's own connections (admin listener,
+    registry session in sidecar mode) are then open, so its descriptor
+    count is a baseline."""
+    from zkharness import wait_until
+
+    def ready():
+        try:
+            return admin_get(proxy, "/readyz")[0] == 200
+        except OSError:  # the admin endpoint is not listening yet
+            return False
+    wait_until(ready, timeout, interval=0.1, what="zkwarden /readyz 200")
+
+
 def server_sessions(port):
     """Every session the server tracks (the SessionTracker part of `dump`),
     connected or not: a session a crashed proxy left behind shows here

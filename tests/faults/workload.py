@@ -35,7 +35,8 @@ twice, no node that the workload did not issue, the counter at least at the
 last acknowledged value, and each session's ephemeral present and owned by
 the session while the session is alive (and not owned by any expired one).
 
-API: Workload(root, verify_hosts, sessions=4, session_timeout=6.0, ...);
+API: Workload(root, verify_hosts, sessions=4, session_timeout=6.0, ...,
+client_kw={more KazooClient arguments, e.g. randomize_hosts=False});
 start(hostport), stop(), check() -> [problem strings], check_ephemerals(),
 wait_connected(timeout), counters (acked, indeterminate, expired,
 reconnects, reads, batches), states() -> {session index: [state, ...]},
@@ -133,7 +134,7 @@ class _Session(threading.Thread):
     def connect(self, hostport):
         c = KazooClient(hosts=hostport, timeout=self.wl.session_timeout,
                         connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=1.5,
-                                                    max_delay=0.5))
+                                                    max_delay=0.5), **self.wl.client_kw)
         c.add_listener(self._listener)
         self.client = c
         c.start(timeout=30)
@@ -300,13 +301,14 @@ class Workload:
     proxy under test."""
 
     def __init__(self, root, verify_hosts, sessions=4, session_timeout=6.0, sets_per_batch=3,
-                 pause=0.02, reply_timeout=None):
+                 pause=0.02, reply_timeout=None, client_kw=None):
         self.root = root.rstrip("/")
         self.verify_hosts = verify_hosts
         self.nsessions = sessions
         self.session_timeout = float(session_timeout)
         self.sets_per_batch = sets_per_batch
         self.pause = pause
+        self.client_kw = dict(client_kw or {})  # more KazooClient arguments
         # A reply may wait out a reconnect, but never longer than kazoo's own
         # give-up (session timeout) plus a generous margin.
         self.reply_timeout = reply_timeout or max(20.0, 4 * self.session_timeout)
