@@ -200,9 +200,9 @@ def test_registry_broken_while_running(scenario, private_zk, zkwarden_factory, k
     admin.create(untagged, b"keep", makepath=True)
     counter = "/flink/c1/counter-%s" % scenario
     jm = jm_procs(proxy.hostport, lock, counter)
-    wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % jm.session, 10,
+    wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % jm.session, 30,
                what="incarnation 1 to be recorded")
-    wait_until(lambda: readyz(proxy)[0] == 200, 10, what="/readyz 200")
+    wait_until(lambda: readyz(proxy)[0] == 200, 20, what="/readyz 200")
     errors0 = metric(proxy, "zkwarden_registry_errors_total")
     acked0 = jm.acked
 
@@ -214,7 +214,7 @@ def test_registry_broken_while_running(scenario, private_zk, zkwarden_factory, k
     print("%s: %s" % (scenario, errors[0].split(" error ", 1)[1]))
     if repair:
         # A condition zkwarden cannot mend: reported until the operator does.
-        wait_until(lambda: readyz(proxy)[0] == 503, 10, what="/readyz 503")
+        wait_until(lambda: readyz(proxy)[0] == 503, 20, what="/readyz 503")
         status, body = readyz(proxy)
         assert "registry not usable" in body, body
         time.sleep(2)  # the JobManager keeps working meanwhile (checked below)
@@ -228,7 +228,7 @@ def test_registry_broken_while_running(scenario, private_zk, zkwarden_factory, k
     assert admin.exists(RECORD + "/owner") is not None
 
     # The JobManager noticed nothing.
-    wait_until(lambda: jm.acked >= acked0 + 20, 10, what="the JobManager's writes to go on")
+    wait_until(lambda: jm.acked >= acked0 + 20, 30, what="the JobManager's writes to go on")
     assert jm.problems == [], jm.problems
     assert jm.proc.poll() is None
     assert admin.exists(lock).ephemeralOwner == jm.session
@@ -249,9 +249,9 @@ def test_registry_broken_while_running(scenario, private_zk, zkwarden_factory, k
     print("%s: the restarted JobManager leads after %.3f s (session timeout %d s)"
           % (scenario, took, SESSION_MS // 1000))
     assert took < 3.0, "leadership after %.2f s" % took
-    wait_until(lambda: "previous session 0x%x of incarnation 1 fenced" % jm.session in proxy.stderr(), 5,
+    wait_until(lambda: "previous session 0x%x of incarnation 1 fenced" % jm.session in proxy.stderr(), 15,
                what="the fence of incarnation 1 to be logged")
-    wait_until(lambda: (record(admin) or {}).get("incarnation") == "2", 10, what="incarnation 2 recorded")
+    wait_until(lambda: (record(admin) or {}).get("incarnation") == "2", 20, what="incarnation 2 recorded")
     assert admin.get(untagged)[0] == b"keep"
 
 
@@ -270,19 +270,20 @@ def test_jm_restart_during_registry_outage(private_zk, zkwarden_factory, kazoo_f
     admin = kazoo_factory(private_zk.hostport, auth_data=[("digest", "operator:op-pw")])
     graph = "/flink/c1/jobgraphs/%s" % ("b" * 32)
     old = jm_procs(proxy.hostport, "%s/%s" % (graph, uuid.uuid4()), "/flink/c1/counter-old")
-    wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % old.session, 10,
+    wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % old.session, 30,
                what="incarnation 1 to be recorded")
     errors0 = metric(proxy, "zkwarden_registry_errors_total")
     repair = break_registry("unreadable", admin)
-    wait_until(lambda: readyz(proxy)[0] == 503, 10, what="/readyz 503")
+    wait_until(lambda: readyz(proxy)[0] == 503, 20, what="/readyz 503")
     assert metric(proxy, "zkwarden_registry_errors_total") > errors0
 
     old.kill()  # crashed during the outage
     t0 = time.monotonic()
     new = jm_procs(proxy.hostport, "%s/%s" % (graph, uuid.uuid4()), "/flink/c1/counter-new")
-    took = time.monotonic() - t0
-    assert took < 5.0, "the new session waited %.2f s for the broken registry" % took
-    time.sleep(1)
+    # It is up (session, latch, lock) while the registry is still unreadable:
+    # not held for it. (The time includes starting a Python process.)
+    print("JobManager restarted during the outage: up after %.2f s" % (time.monotonic() - t0))
+    assert readyz(proxy)[0] == 503
     assert admin.exists(old.latch) is not None  # nothing fenced without the registry
     assert not is_leader(admin, new.latch)
 
@@ -290,8 +291,8 @@ def test_jm_restart_during_registry_outage(private_zk, zkwarden_factory, kazoo_f
     wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % new.session, 20,
                what="the new session to be recorded once the registry is readable")
     assert record(admin)["incarnation"] == "2"
-    wait_until(lambda: is_leader(admin, new.latch), 10, what="the new JobManager to lead (old one fenced)")
-    wait_until(lambda: "previous session 0x%x of incarnation 1 fenced" % old.session in proxy.stderr(), 5,
+    wait_until(lambda: is_leader(admin, new.latch), 20, what="the new JobManager to lead (old one fenced)")
+    wait_until(lambda: "previous session 0x%x of incarnation 1 fenced" % old.session in proxy.stderr(), 15,
                what="the fence of incarnation 1 to be logged")
     assert new.problems == [] and admin.exists(new.latch).ephemeralOwner == new.session
     wait_until(lambda: readyz(proxy)[0] == 200, 15, what="/readyz 200")
@@ -302,7 +303,7 @@ def test_jm_restart_during_registry_outage(private_zk, zkwarden_factory, kazoo_f
     mine = c.create("%s/_c_%s-latch-" % (LATCH_DIR, uuid.uuid4()), b"", ephemeral=True, sequence=True)
     wait_until(lambda: is_leader(c, mine), 10, interval=0.01, what="leadership")
     assert time.monotonic() - t0 < 3.0
-    wait_until(lambda: "previous session 0x%x of incarnation 2 fenced" % new.session in proxy.stderr(), 5,
+    wait_until(lambda: "previous session 0x%x of incarnation 2 fenced" % new.session in proxy.stderr(), 15,
                what="the fence of incarnation 2 to be logged")
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "jm":
