@@ -26,7 +26,7 @@ import pytest
 
 from faultlib import hexes, metric, open_fds, proxy_sessions, server_sessions
 from workload import Workload
-from zkharness import ZkServer, wait_until
+from zkharness import FAST_START_JVM, ZkServer, wait_until
 
 TICK_MS = 500
 SESSION_TIMEOUT = 6.0
@@ -38,7 +38,7 @@ def zk4(tmp_path_factory):
     """A server of this module's own whose `dump` and `cons` can be read.
     The tests here leave no session behind (that is what they check), so
     they can share it; each has its own root."""
-    srv = ZkServer(tmp_path_factory.mktemp("zk-crash"), tick_ms=TICK_MS,
+    srv = ZkServer(tmp_path_factory.mktemp("zk-crash"), tick_ms=TICK_MS, jvm_args=FAST_START_JVM,
                    four_letter_words="srvr,ruok,stat,cons,dump,mntr")
     try:
         srv.start()

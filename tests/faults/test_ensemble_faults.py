@@ -31,7 +31,7 @@ from kazoo.client import KazooClient
 from faultlib import (fd_list, hexes, metric, open_fds, proxy_sessions, server_connection_sids,
                       wait_ready)
 from workload import Workload
-from zkharness import Ensemble, wait_until
+from zkharness import FAST_START_JVM, Ensemble, wait_until
 
 TICK_MS = 500
 SESSION_TIMEOUT = 8.0
@@ -41,6 +41,7 @@ DIRECT_ONLY = os.environ.get("ZKW_DIRECT_ONLY", "") not in ("", "0")
 @pytest.fixture(scope="module")
 def ensemble(tmp_path_factory):
     e = Ensemble(tmp_path_factory.mktemp("ens-faults"), tick_ms=TICK_MS, reconfig=False,
+                 jvm_args=FAST_START_JVM,
                  four_letter_words="srvr,ruok,stat,cons,dump,mntr")
     try:
         e.start(timeout=120)

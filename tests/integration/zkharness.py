@@ -96,6 +96,11 @@ def _stop_pid(proc, grace=10.0):
     return proc.returncode
 
 
+# JVM options that start a server sooner (small heap, serial GC, C1 only):
+# for tests that restart servers many times, not for benchmarks.
+FAST_START_JVM = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+
+
 class ZkServer:
     """A standalone ZooKeeper 3.8 server in its own directory.
 
@@ -104,7 +109,7 @@ class ZkServer:
 
     def __init__(self, workdir, tick_ms=500, min_session_ms=1000,
                  max_session_ms=30000, extra_cfg=None,
-                 four_letter_words="srvr,ruok,stat"):
+                 four_letter_words="srvr,ruok,stat", jvm_args=()):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.datadir = self.dir / "data"
@@ -115,6 +120,7 @@ class ZkServer:
         self.proc = None
         self.starts = 0
         self.paused = False
+        self.jvm_args = list(jvm_args)  # e.g. FAST_START_JVM for tests that restart servers
         lines = [
             "tickTime=%d" % tick_ms,
             "minSessionTimeout=%d" % min_session_ms,
@@ -140,7 +146,7 @@ class ZkServer:
         cp = ZK_CLASSPATH
         if os.path.exists(ZK_LOG_BINDING):
             cp += ":" + ZK_LOG_BINDING
-        cmd = ["java", "-Dzookeeper.extendedTypesEnabled=true",
+        cmd = ["java"] + self.jvm_args + ["-Dzookeeper.extendedTypesEnabled=true",
                # Containers are checked every second, not every minute.
                "-Dznode.container.checkIntervalMs=1000",
                "-Dorg.slf4j.simpleLogger.showDateTime=true",
@@ -211,7 +217,7 @@ class Ensemble:
     waits for one leader and n-1 followers again."""
 
     def __init__(self, workdir, n=3, tick_ms=500, reconfig=True, extra_cfg=None,
-                 four_letter_words="srvr,ruok,stat", max_session_ms=30000):
+                 four_letter_words="srvr,ruok,stat", max_session_ms=30000, jvm_args=()):
         workdir = Path(workdir)
         ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
         lines = ["server.%d=%s:%d:%d:participant;%s:%d" % (i + 1, HOST, q, e, HOST, c)
@@ -220,7 +226,7 @@ class Ensemble:
         for i, (c, q, e) in enumerate(ports):
             srv = ZkServer(workdir / ("zk%d" % (i + 1)), tick_ms=tick_ms,
                            min_session_ms=2 * tick_ms, max_session_ms=max_session_ms,
-                           four_letter_words=four_letter_words, extra_cfg=[
+                           four_letter_words=four_letter_words, jvm_args=jvm_args, extra_cfg=[
                                "reconfigEnabled=%s" % ("true" if reconfig else "false"),
                                "standaloneEnabled=false", "initLimit=10", "syncLimit=5"]
                            + list(extra_cfg or []) + lines)
