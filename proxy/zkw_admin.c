@@ -395,8 +395,11 @@ static int on_message_complete(llhttp_t *p) {
   c->in_request = false;
   c->completed++;
   /* A client that pipelines faster than it reads gets its answers so far,
-   * then the connection closes. */
-  bool last = !llhttp_should_keep_alive(p) || c->out.len + c->held > ZKW_ADMIN_OUT_MAX || a.stopping;
+   * then the connection closes. So does one that asks for an Upgrade or a
+   * CONNECT tunnel: neither is offered, and what follows the request on the
+   * connection is not HTTP/1.1 to parse (llhttp stops there). */
+  bool last =
+      !llhttp_should_keep_alive(p) || p->upgrade || c->out.len + c->held > ZKW_ADMIN_OUT_MAX || a.stopping;
   serve(c, last);
   return c->done || c->failed ? HPE_PAUSED : 0;
 }

@@ -45,7 +45,8 @@ static struct zkw_server srv;
 static struct zkw_session sess[2];
 
 struct writer {
-  size_t checked; /* bytes of out already checked (FLAG_KEEP) */
+  size_t checked;    /* bytes of out already checked (FLAG_KEEP) */
+  uint64_t answered; /* h->completed at the last response to a complete request */
   unsigned responses;
   bool saw_last;
   bool keep;
@@ -127,6 +128,12 @@ static int flush_hook(struct zkw_admin_http *h) {
   check_response(h, h->out.data + w->checked, h->out.len - w->checked);
   w->responses++;
   if (w->responses > h->begun + 1) FAIL("more responses than requests");
+  /* A complete request gets one response (a refusal answers a request that
+   * did not complete: h->in_request). */
+  if (!h->in_request) {
+    if (h->completed == w->answered) FAIL("a second response to one request");
+    w->answered = h->completed;
+  }
   w->saw_last = h->done;
   if (w->keep)
     w->checked = h->out.len;
