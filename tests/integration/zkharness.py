@@ -307,6 +307,8 @@ class Zkwarden:
         self.upstreams = list(upstreams)
         self.port = free_port()
         self.admin_port = free_port()
+        while self.admin_port == self.port:  # the kernel may hand out a just-freed port again
+            self.admin_port = free_port()
         self.name = name
         self.stderr_path = self.dir / ("%s.stderr" % name)
         self.stdout_path = self.dir / ("%s.stdout" % name)
