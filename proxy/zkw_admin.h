@@ -10,7 +10,8 @@
  * Other paths get 404, other methods on these paths 405. A malformed request
  * gets 400, a request head over ZKW_ADMIN_HEAD_MAX bytes 431, a URL over
  * ZKW_ADMIN_URL_MAX bytes 414, a body over ZKW_ADMIN_BODY_MAX bytes 413; each
- * closes that admin connection only. At most ZKW_ADMIN_MAX_CONNS admin
+ * closes that admin connection only, and so does the answer to a request
+ * that asks for an Upgrade or a CONNECT tunnel. At most ZKW_ADMIN_MAX_CONNS admin
  * connections are open at once; more are answered 503 and closed.
  *
  * The module also owns SIGHUP: it reopens ZKWARDEN_LOG_FILE. */
