@@ -24,6 +24,9 @@ struct zkw_server {
   uint64_t session_count;
   uint64_t next_conn;     /* connection numbers for logs, from 1 */
   uint32_t next_upstream; /* round-robin start for the next connection */
+  /* uv_now() until which each upstream is tried after the others: it took a
+   * connection (or a handshake) and went silent (zkw_upstream_suspect). */
+  uint64_t up_suspect_until[ZKW_MAX_UPSTREAMS];
   bool stopping;
   char listen_name[80];         /* ZKWARDEN_LISTEN as ip:port, for the config rewrite */
   struct zkw_identity identity; /* this sidecar's JobManager identity */

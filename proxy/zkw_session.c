@@ -206,14 +206,33 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void process(struct zkw_side *side);
 
+/* The client gave up on a session whose upstream had gone silent with a
+ * request or ping outstanding for half the session timeout (a client's read
+ * timeout is two thirds of it): the server is likely paused or cut off, so
+ * the client's next connection should go to another server first, as it
+ * would direct. */
+static void suspect_silent_upstream(struct zkw_session *s) {
+  if (s->phase != ZKW_PHASE_ACTIVE || s->close_sent || !s->upstream.connected || s->timeout <= 0) return;
+  if (!s->pings && !s->pending.count) return;
+  uint64_t silent = uv_now(s->srv->loop) - s->up_last_read_ms;
+  if (silent < (uint64_t)s->timeout / 2) return;
+  zkw_upstream_suspect(s, (uint64_t)s->timeout);
+  zkw_slog(s, ZKW_LOG_INFO,
+           "upstream %s silent for %llu ms with requests outstanding: tried after the others "
+           "for %d ms",
+           s->up_name, (unsigned long long)silent, s->timeout);
+}
+
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   struct zkw_side *side = stream->data;
   struct zkw_session *s = side->s;
   (void)buf;
   if (nread > 0) {
+    if (side == &s->upstream) s->up_last_read_ms = uv_now(s->srv->loop);
     side->in.len += (size_t)nread;
     process(side);
   } else if (nread < 0) {
+    if (side == &s->client) suspect_silent_upstream(s);
     /* After closeSession the server closes first: still the client's doing. */
     s->close_class =
         side == &s->client || s->close_sent ? ZKW_CLOSE_CLIENT_CLOSED : ZKW_CLOSE_UPSTREAM_CLOSED;
@@ -268,6 +287,7 @@ static void upstream_handshake_timeout_cb(uv_timer_t *t) {
   struct zkw_session *s = t->data;
   if (s->phase != ZKW_PHASE_CONNECTING || s->response_seen) return;
   ZKW_METRIC_INC(upstream_connect_failures);
+  zkw_upstream_suspect(s, (uint64_t)s->up_handshake_ms * (uint64_t)s->srv->cfg->upstream_count);
   s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
   zkw_session_close(s, ZKW_LOG_WARN, "upstream %s: no answer to the handshake within %u ms", s->up_name,
                     s->up_handshake_ms);
@@ -366,6 +386,7 @@ static int on_connect_response(struct zkw_session *s, const uint8_t *body, size_
   if (!s->response_seen) {
     s->response_seen = true;
     uv_timer_stop(&s->timer); /* the handshake bound */
+    zkw_upstream_answered(s);
     s->session_id = resp.session_id;
     s->timeout = resp.timeout;
     s->read_only = resp.read_only;

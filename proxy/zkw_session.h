@@ -61,6 +61,9 @@ struct zkw_session {
   bool resolving;
   bool upstream_started; /* the client's handshake arrived and connecting began */
   uint32_t up_first, up_tried;
+  uint32_t up_idx;          /* index in ZKWARDEN_UPSTREAM of the current upstream */
+  uint32_t up_suspects;     /* bit i: upstream i was suspect when connecting began */
+  uint64_t up_last_read_ms; /* uv_now() of the upstream's last bytes (or its connect) */
   uint32_t up_handshake_ms; /* bound on the wait for the ConnectResponse */
   char up_name[300];        /* host:port of the current upstream, for logs */
 
@@ -129,6 +132,11 @@ void zkw_session_maybe_free(struct zkw_session *s);
  * zkw_session_upstream_ready when one accepts. */
 void zkw_upstream_connect(struct zkw_session *s);
 void zkw_session_upstream_ready(struct zkw_session *s);
+/* The current upstream went silent: later connections try it after the others
+ * for for_ms (or until it answers a handshake again). */
+void zkw_upstream_suspect(struct zkw_session *s, uint64_t for_ms);
+/* The current upstream answered a handshake: no longer suspect. */
+void zkw_upstream_answered(struct zkw_session *s);
 
 /* Log context for lines about this session. */
 static inline struct zkw_log_ctx zkw_session_log_ctx(const struct zkw_session *s) {

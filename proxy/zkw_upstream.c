@@ -1,7 +1,11 @@
 /* zkw_upstream.c: connecting a session to one server of ZKWARDEN_UPSTREAM.
  *
  * Servers are tried in turn, starting from a per-connection rotating index so
- * that a client reconnecting after a failure lands on the next server. Names
+ * that a client reconnecting after a failure lands on the next server. A
+ * server that recently took a connection and went silent (a paused or
+ * partitioned server still completes TCP handshakes from its kernel) is
+ * "suspect": it is tried after the others for a while, as a client connected
+ * direct would move on to the next server rather than wait on it again. Names
  * are resolved asynchronously at each attempt (a StatefulSet's addresses may
  * change); each TCP connect is bounded by ZKWARDEN_CONNECT_TIMEOUT_MS. */
 #include <arpa/inet.h>
@@ -12,6 +16,8 @@
 #include "zkw_metrics.h"
 #include "zkw_server.h"
 #include "zkw_session.h"
+
+_Static_assert(ZKW_MAX_UPSTREAMS <= 32, "zkw_session.up_suspects is a 32-bit mask");
 
 static void connect_next(struct zkw_session *s);
 
@@ -29,6 +35,7 @@ static void retry_close_cb(uv_handle_t *h) {
 static void attempt_failed(struct zkw_session *s, const char *what, int status) {
   zkw_slog(s, ZKW_LOG_WARN, "upstream %s: %s (%s)", s->up_name, what, uv_strerror(status));
   ZKW_METRIC_INC(upstream_connect_failures);
+  zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
   uv_timer_stop(&s->timer);
   s->upstream.open = false;
   uv_close((uv_handle_t *)&s->upstream.tcp, retry_close_cb);
@@ -48,6 +55,7 @@ static void connect_cb(uv_connect_t *req, int status) {
   }
   uv_timer_stop(&s->timer);
   s->upstream.connected = true;
+  s->up_last_read_ms = uv_now(s->srv->loop);
   if (s->up_tried > 1) ZKW_METRIC_INC(upstream_failovers);
   zkw_slog(s, ZKW_LOG_DEBUG, "connected to upstream %s", s->up_name);
   zkw_session_upstream_ready(s);
@@ -99,6 +107,20 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   uv_freeaddrinfo(res);
 }
 
+/* The k-th server to try (k from 0): the rotation from up_first, the servers
+ * that were suspect when this connection began after all the others. */
+static uint32_t pick(const struct zkw_session *s, uint32_t k) {
+  uint32_t n = (uint32_t)s->srv->cfg->upstream_count;
+  for (uint32_t pass = 0; pass < 2; pass++)
+    for (uint32_t j = 0; j < n; j++) {
+      uint32_t i = (s->up_first + j) % n;
+      bool suspect = (s->up_suspects >> i) & 1u;
+      if (suspect != (pass == 1)) continue;
+      if (k-- == 0) return i;
+    }
+  return (s->up_first + k) % n; /* not reached: k < n */
+}
+
 static void connect_next(struct zkw_session *s) {
   const struct zkw_config *cfg = s->srv->cfg;
   uint32_t n = (uint32_t)cfg->upstream_count;
@@ -107,7 +129,8 @@ static void connect_next(struct zkw_session *s) {
     zkw_session_close(s, ZKW_LOG_ERROR, "no upstream server reachable (tried %u)", n);
     return;
   }
-  const struct zkw_hostport *hp = &cfg->upstream[(s->up_first + s->up_tried) % n];
+  s->up_idx = pick(s, s->up_tried);
+  const struct zkw_hostport *hp = &cfg->upstream[s->up_idx];
   s->up_tried++;
   snprintf(s->up_name, sizeof s->up_name, "%s:%s", hp->host, hp->port);
 
@@ -133,7 +156,23 @@ static void connect_next(struct zkw_session *s) {
 }
 
 void zkw_upstream_connect(struct zkw_session *s) {
-  s->up_first = s->srv->next_upstream++;
+  struct zkw_server *srv = s->srv;
+  uint64_t now = uv_now(srv->loop);
+  s->up_first = srv->next_upstream++;
   s->up_tried = 0;
+  s->up_suspects = 0;
+  for (int i = 0; i < srv->cfg->upstream_count; i++)
+    if (srv->up_suspect_until[i] > now) s->up_suspects |= 1u << i;
   connect_next(s);
+}
+
+void zkw_upstream_suspect(struct zkw_session *s, uint64_t for_ms) {
+  if (s->up_tried == 0) return; /* no upstream chosen yet */
+  uint64_t until = uv_now(s->srv->loop) + for_ms;
+  if (until > s->srv->up_suspect_until[s->up_idx]) s->srv->up_suspect_until[s->up_idx] = until;
+}
+
+void zkw_upstream_answered(struct zkw_session *s) {
+  if (s->up_tried == 0) return;
+  s->srv->up_suspect_until[s->up_idx] = 0;
 }

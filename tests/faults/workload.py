@@ -40,6 +40,7 @@ client_kw={more KazooClient arguments, e.g. randomize_hosts=False});
 start(hostport), stop(), check() -> [problem strings], check_ephemerals(),
 wait_connected(timeout), counters (acked, indeterminate, expired,
 reconnects, reads, batches), states() -> {session index: [state, ...]},
+suspensions() -> {session index: [seconds without a connection, ...]},
 session_ids() -> {session index: current session id}.
 """
 
@@ -393,6 +394,23 @@ class Workload:
 
     def session_ids(self):
         return {s.idx: s.session_id() for s in self.sessions}
+
+    def suspensions(self):
+        """{session index: [seconds from each SUSPENDED to the next
+        CONNECTED]}: how long each session was without a connection."""
+        out = {}
+        for s in self.sessions:
+            with s.lock:
+                seq = list(s.states)
+            spans, since = [], None
+            for t, st in seq:
+                if st == "SUSPENDED" and since is None:
+                    since = t
+                elif st == "CONNECTED" and since is not None:
+                    spans.append(t - since)
+                    since = None
+            out[s.idx] = spans
+        return out
 
     def all_session_ids(self):
         """Every session id used, per session index, in order."""
