@@ -95,11 +95,12 @@ def now_ms():
 
 # ---------------------------------------------------------------- /proc and /metrics
 
-def proc_rss_kib(pid):
+def proc_status_kib(pid, field):
+    """A /proc/<pid>/status size in KiB (VmRSS, VmData), or None."""
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         return None
@@ -354,7 +355,8 @@ class Soak:
         pid = proc.pid
         row = {"t": round(t, 3), "elapsed_s": round(t - self.t_measure, 1) if self.t_measure else None,
                "series": self.series_of(sc), "identity": sc.identity, "pid": pid, "kind": kind,
-               "rss_kib": proc_rss_kib(pid), "fds": proc_fds(pid)}
+               "rss_kib": proc_status_kib(pid, "VmRSS"), "vmdata_kib": proc_status_kib(pid, "VmData"),
+               "fds": proc_fds(pid)}
         try:
             m = parse_metrics(admin_get(sc.admin_port, "/metrics"))
         except Exception as e:
@@ -520,6 +522,7 @@ def judge_series(rows, warmup_s, judge_rss=True):
     res = {"series": rows[0]["series"], "samples": len(rows), "judged": len(post),
            "rss_start": rows[0]["rss_kib"], "rss_end": rows[-1]["rss_kib"],
            "rss_max": max(r["rss_kib"] or 0 for r in rows),
+           "vmdata_start": rows[0].get("vmdata_kib"), "vmdata_end": rows[-1].get("vmdata_kib"),
            "fds_start": rows[0]["fds"], "fds_end": rows[-1]["fds"], "fds_max": max(r["fds"] or 0 for r in rows)}
     if len(post) < MIN_JUDGED_SAMPLES:
         res["verdict"] = "not judged (%d samples after warm-up)" % len(post)
@@ -714,13 +717,14 @@ def report(s, results, elapsed, load_start, load_end):
              load_start, load_end))
     print()
     print("| zkwarden process | samples (judged) | RSS KiB start / end / max | RSS first third -> last third "
-          "(limit) | RSS slope KiB/h | fds start / end / max | fds first -> last third (limit) | verdict |")
-    print("|---|---|---|---|---|---|---|---|")
+          "(limit) | RSS slope KiB/h | VmData KiB start / end | fds start / end / max | fds first -> last third "
+          "(limit) | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for f in sorted(s.flat, key=lambda f: f["series"]):
-        print("| %s | %d (%d) | %s / %s / %s | %s -> %s (%s) | %s | %s / %s / %s | %s -> %s (%s) | %s |" % (
+        print("| %s | %d (%d) | %s / %s / %s | %s -> %s (%s) | %s | %s / %s | %s / %s / %s | %s -> %s (%s) | %s |" % (
             f["series"], f["samples"], f["judged"], f["rss_start"], f["rss_end"], f["rss_max"],
             f.get("rss_first", "-"), f.get("rss_last", "-"), f.get("rss_limit", "-"), f.get("rss_slope_kib_h", "-"),
-            f["fds_start"], f["fds_end"],
+            f["vmdata_start"], f["vmdata_end"], f["fds_start"], f["fds_end"],
             f["fds_max"], f.get("fds_first", "-"), f.get("fds_last", "-"), f.get("fds_limit", "-"), f["verdict"]))
     print()
     print("| check | result | detail |")
@@ -785,7 +789,15 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
 
     s = Soak(args)
-    s.asan = is_sanitizer_build(procs.zkwarden_binary())
+    # The run uses a copy: a rebuild of the tree mid-run must not change the
+    # binary a restarted sidecar starts.
+    src = procs.zkwarden_binary()
+    binary = s.workdir / "zkwarden"
+    shutil.copy2(src, binary)
+    os.environ["ZKW_BIN"] = str(binary)
+    s.notes.append("zkwarden: a copy of %s (%d bytes, modified %s UTC)" % (
+        src, binary.stat().st_size, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(binary.stat().st_mtime))))
+    s.asan = is_sanitizer_build(str(binary))
     if s.asan:
         s.notes.append("%s is an ASan build: its RSS grows with every allocation (quarantine) and is not judged; "
                        "descriptors are, and LeakSanitizer reports leaks at exit" % procs.zkwarden_binary())
