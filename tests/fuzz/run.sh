@@ -15,8 +15,8 @@
 #       build-fuzz/long/<target>/log, and a summary (executions, coverage,
 #       corpus size) at the end. Run it under `nice -n 15` on a shared machine.
 #   tests/fuzz/run.sh --merge [--target ...]
-#       adds to the committed corpus only the inputs of the long run's corpus
-#       that reach new coverage (libFuzzer -merge=1): review and commit them.
+#       adds to the committed corpus the inputs of the long run's corpus
+#       that reach new coverage features (libFuzzer -merge=1): review before committing.
 # Exits non-zero when a target crashes; crash inputs are saved as
 # tests/fuzz/artifacts/<target>-crash-* (gitignored). Once the bug is fixed,
 # copy the input into the target's committed corpus so it stays a seed.
