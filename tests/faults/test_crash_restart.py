@@ -56,13 +56,14 @@ def crash_cycles(wl, proxy, n, downs):
     for i in range(n):
         acked = wl.snapshot()["acked"]
         assert wl.wait_progress(20, 30), "no progress before cycle %d: %s" % (i, wl.summary())
+        mark = wl.mark()
         proxy.kill()
         down = downs[i % len(downs)]
         if down:
             time.sleep(down)  # the fault: zkwarden stays down this long
         proxy.start()
-        assert wl.wait_connected(SESSION_TIMEOUT * 3), \
-            "cycle %d: sessions did not re-attach: %s %s" % (i, wl.session_ids(), wl.summary())
+        assert wl.wait_reconnected(mark, SESSION_TIMEOUT * 3), \
+            "cycle %d: sessions did not re-attach: %s %s" % (i, wl.states(), wl.summary())
         assert wl.session_ids() == sids, "cycle %d: a session changed (expired?)" % i
         assert wl.wait_progress(10, 30), "no progress after cycle %d: %s" % (i, wl.summary())
         assert wl.snapshot()["acked"] > acked

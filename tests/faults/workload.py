@@ -38,7 +38,8 @@ the session while the session is alive (and not owned by any expired one).
 API: Workload(root, verify_hosts, sessions=4, session_timeout=6.0, ...,
 client_kw={more KazooClient arguments, e.g. randomize_hosts=False});
 start(hostport), stop(), check() -> [problem strings], check_ephemerals(),
-wait_connected(timeout), counters (acked, indeterminate, expired,
+wait_connected(timeout), mark() and wait_reconnected(mark, timeout),
+wait_progress(n, timeout), counters (acked, indeterminate, expired,
 reconnects, reads, batches), states() -> {session index: [state, ...]},
 suspensions() -> {session index: [seconds without a connection, ...]},
 session_ids() -> {session index: current session id}.
@@ -372,6 +373,33 @@ class Workload:
                 s.connected.wait(0.05)
                 time.sleep(0.02)
         return True
+
+    def mark(self):
+        """A point in each session's state sequence, for wait_reconnected()."""
+        out = {}
+        for s in self.sessions:
+            with s.lock:
+                out[s.idx] = len(s.states)
+        return out
+
+    def wait_reconnected(self, mark, timeout):
+        """True once every session has lost its connection after `mark`,
+        connected again and is set up: a fault that breaks every connection
+        is over for the clients (a client may notice the break only after
+        the faulty process is already back)."""
+        def back():
+            for s in self.sessions:
+                with s.lock:
+                    after = [st for _, st in s.states[mark[s.idx]:]]
+                if "SUSPENDED" not in after or after[-1] != "CONNECTED":
+                    return False
+            return True
+        deadline = time.monotonic() + timeout
+        while not back():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return self.wait_connected(max(0.0, deadline - time.monotonic()))
 
     def wait_progress(self, acked, timeout):
         """Waits until `acked` more writes have been acknowledged."""
