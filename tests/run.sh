@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of zkwarden on a fresh Debian machine: installs what is
 # missing, builds a release and an ASan+UBSan build, then runs the unit and
-# differential tests on both, a short fuzz run of the codec, and the
-# integration tests against a real ZooKeeper with the sanitizer build, and
-# the performance guard (tests/bench/run.sh --quick: loose ratios to direct).
+# differential tests on both, a short fuzz run of both fuzz targets, the
+# integration, operability and fault tests against real ZooKeeper servers
+# with the sanitizer build, the performance guard (tests/bench/run.sh
+# --quick: loose ratios to direct), the quick incident drill and a short soak.
 #   ZKW_FUZZ_SECONDS (default 60)  length of the fuzz run; 0 skips it
 # Extra arguments are passed to pytest (e.g. -k kazoo).
 set -uo pipefail
@@ -36,15 +37,17 @@ suite "README metrics table" "$repo/tests/admin/check_metrics_doc.sh" "$repo/bui
 suite "unit (release)" unit build
 suite "unit (asan+ubsan)" unit build-asan
 if [ "${ZKW_FUZZ_SECONDS:-60}" != 0 ]; then
-  suite "fuzz codec (${ZKW_FUZZ_SECONDS:-60} s)" "$repo/tests/fuzz/run.sh" "${ZKW_FUZZ_SECONDS:-60}"
+  suite "fuzz codec and admin endpoint (${ZKW_FUZZ_SECONDS:-60} s each)" "$repo/tests/fuzz/run.sh" "${ZKW_FUZZ_SECONDS:-60}"
 fi
 suite "integration (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" ZKW_BUILD_DIR="$repo/build-asan" \
   "$repo/tests/integration/run.sh" "$@"
 suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
   "$repo/tests/admin/run.sh"
+suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/faults/run.sh"
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
 suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick
+suite "soak (2 min, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/soak/run.sh" --minutes 2
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done
