@@ -6,44 +6,20 @@ test can tell live sessions from stale ones on both sides."""
 import json
 import os
 import re
-import urllib.request
 
-from zkharness import HOST, four_letter
+from zkharness import four_letter
 
 SID = re.compile(r"0x[0-9a-fA-F]+")
 
 
-def admin_get(proxy, path, timeout=5.0):
-    """(status, body text) of GET path on zkwarden's admin endpoint."""
-    url = "http://%s:%d%s" % (HOST, proxy.admin_port, path)
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode("utf-8", "replace")
-
-
-def metrics(proxy):
-    """{name or name{labels}: value} from /metrics."""
-    status, body = admin_get(proxy, "/metrics")
-    assert status == 200, body
-    out = {}
-    for line in body.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        key, _, value = line.rpartition(" ")
-        out[key] = float(value)
-    return out
-
-
 def metric(proxy, name):
     """The sum of every series of one metric (0 when absent)."""
-    return sum(v for k, v in metrics(proxy).items() if k == name or k.startswith(name + "{"))
+    return sum(v for k, v in proxy.metrics().items() if k == name or k.startswith(name + "{"))
 
 
 def proxy_sessions(proxy):
     """{session id (int): entry} of /v1/sessions."""
-    status, body = admin_get(proxy, "/v1/sessions")
+    status, body = proxy.admin_get("/v1/sessions")
     assert status == 200, body
     doc = json.loads(body)
     return {int(s["session"], 16): s for s in doc["sessions"]}
@@ -73,7 +49,7 @@ def wait_ready(proxy, timeout=20.0):
 
     def ready():
         try:
-            return admin_get(proxy, "/readyz")[0] == 200
+            return proxy.admin_get("/readyz")[0] == 200
         except OSError:  # the admin endpoint is not listening yet
             return False
     wait_until(ready, timeout, interval=0.1, what="zkwarden /readyz 200")

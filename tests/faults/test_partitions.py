@@ -32,13 +32,10 @@ timeouts), "reset" closes every connection with a RST.
 
 import json
 import os
-import queue
 import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -208,27 +205,10 @@ def set_modes(rs, mode):
         r.set_mode(mode)
 
 
-def admin_get(proxy, path):
-    return urllib.request.urlopen("http://%s:%d%s" % (HOST, proxy.admin_port, path), timeout=5).read().decode()
-
-
-def metrics(proxy):
-    """The unlabelled metrics (and labelled ones by their full name) as floats."""
-    out = {}
-    for line in admin_get(proxy, "/metrics").splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                pass
-    return out
-
-
 def ready(proxy):
     try:
-        return admin_get(proxy, "/readyz").startswith("ready")
-    except (urllib.error.URLError, OSError):  # 503, or not listening yet
+        return proxy.admin_get("/readyz")[0] == 200
+    except OSError:  # not listening yet
         return False
 
 
@@ -343,7 +323,7 @@ class Path:
     def relay_of_session(self):
         """The relay the JobManager's session goes through now."""
         if self.kind == "zkwarden":
-            sessions = json.loads(admin_get(self.proxy, "/v1/sessions"))["sessions"]
+            sessions = json.loads(self.proxy.admin_get("/v1/sessions")[1])["sessions"]
             ups = [s["upstream"] for s in sessions if s["session"] not in ("", "0", "0x0")]
             if len(ups) != 1:
                 return None
@@ -590,7 +570,7 @@ def test_partition_loop(ensemble, relays, zkwarden_factory, long):
         wait_until(lambda: ready(p.proxy), 30, interval=0.2, what="%s: zkwarden ready" % p.name)
         m = wait_until(lambda: (lambda m: m if m["zkwarden_sessions_active"] == 0
                                 and m["zkwarden_outstanding_requests"] == 0
-                                and m["zkwarden_connections_active"] == 0 else None)(metrics(p.proxy)),
+                                and m["zkwarden_connections_active"] == 0 else None)(p.proxy.metrics()),
                        20, interval=0.2, what="%s: no session or request left" % p.name)
         wait_until(lambda: nfds(p.proxy) <= p.base_fds, 20, interval=0.2,
                    what="%s: descriptors back to %d (now %d)" % (p.name, p.base_fds, nfds(p.proxy)))

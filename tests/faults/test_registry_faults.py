@@ -133,14 +133,6 @@ def jm_procs():
 
 # ------------------------------------------------------------ helpers
 
-def metric(proxy, name):
-    text = urllib.request.urlopen("http://%s:%d/metrics" % (HOST, proxy.admin_port), timeout=5).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise KeyError(name)
-
-
 def readyz(proxy):
     try:
         r = urllib.request.urlopen("http://%s:%d/readyz" % (HOST, proxy.admin_port), timeout=5)
@@ -203,11 +195,11 @@ def test_registry_broken_while_running(scenario, private_zk, zkwarden_factory, k
     wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % jm.session, 30,
                what="incarnation 1 to be recorded")
     wait_until(lambda: readyz(proxy)[0] == 200, 20, what="/readyz 200")
-    errors0 = metric(proxy, "zkwarden_registry_errors_total")
+    errors0 = proxy.metric("zkwarden_registry_errors_total")
     acked0 = jm.acked
 
     repair = break_registry(scenario, admin)
-    wait_until(lambda: metric(proxy, "zkwarden_registry_errors_total") > errors0, 15,
+    wait_until(lambda: proxy.metric("zkwarden_registry_errors_total") > errors0, 15,
                what="the registry error to be counted")
     errors = [l for l in proxy.stderr().splitlines() if " error " in l and RECORD in l]
     assert errors, proxy.stderr()[-3000:]
@@ -272,10 +264,10 @@ def test_jm_restart_during_registry_outage(private_zk, zkwarden_factory, kazoo_f
     old = jm_procs(proxy.hostport, "%s/%s" % (graph, uuid.uuid4()), "/flink/c1/counter-old")
     wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % old.session, 30,
                what="incarnation 1 to be recorded")
-    errors0 = metric(proxy, "zkwarden_registry_errors_total")
+    errors0 = proxy.metric("zkwarden_registry_errors_total")
     repair = break_registry("unreadable", admin)
     wait_until(lambda: readyz(proxy)[0] == 503, 20, what="/readyz 503")
-    assert metric(proxy, "zkwarden_registry_errors_total") > errors0
+    assert proxy.metric("zkwarden_registry_errors_total") > errors0
 
     old.kill()  # crashed during the outage
     t0 = time.monotonic()

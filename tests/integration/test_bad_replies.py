@@ -27,7 +27,6 @@ import socket
 import struct
 import threading
 import time
-import urllib.request
 import uuid
 
 import pytest
@@ -271,16 +270,6 @@ def fake(zk_server, kazoo_factory):
     f.stop()
 
 
-def metrics(proxy):
-    text = urllib.request.urlopen("http://%s:%d/metrics" % (HOST, proxy.admin_port), timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
-
-
 DECODE_UP = 'zkwarden_decode_errors_total{direction="upstream_to_client"}'
 CLOSED_PROTO = 'zkwarden_connections_closed_total{reason="protocol_error"}'
 CLOSED_UP = 'zkwarden_connections_closed_total{reason="upstream_closed"}'
@@ -307,7 +296,7 @@ def test_broken_reply_closes_only_that_session(kind, fake, zkwarden_factory, kaz
     proxy = zkwarden_factory.start(fake.hostport, extra_env={"ZKWARDEN_MAX_REPLY_FRAME": str(MAX_REPLY)})
     healthy = Healthy(kazoo_factory(proxy.hostport), "/bad-replies/%s" % uuid.uuid4().hex)
     wait_until(lambda: healthy.ops >= 3, 30, what="the healthy session to work")
-    before = metrics(proxy)
+    before = proxy.metrics()
 
     c = Faulted(proxy.port, kind)
     try:
@@ -347,7 +336,7 @@ def test_broken_reply_closes_only_that_session(kind, fake, zkwarden_factory, kaz
         mine = [l for l in proxy.stderr().splitlines() if "peer=%s:%d " % (HOST, c.local_port) in l]
         assert any(detail in l and "bad reply from upstream" in l for l in mine), mine
 
-    after = metrics(proxy)
+    after = proxy.metrics()
     if kind == "midclose":
         assert after[CLOSED_UP] == before[CLOSED_UP] + 1
     else:

@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -92,14 +91,6 @@ def time_to_leadership(hostport, latch_dir, kazoo_factory, timeout_ms, limit):
     mine = c.create("%s/_c_%s-latch-" % (latch_dir, new_uuid()), b"", ephemeral=True, sequence=True)
     wait_until(lambda: is_leader(c, latch_dir, mine), limit, interval=0.01, what="leadership")
     return time.monotonic() - t0
-
-
-def metric(proxy, name):
-    text = urllib.request.urlopen("http://%s:%d/metrics" % (HOST, proxy.admin_port), timeout=5).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise KeyError(name)
 
 
 def hard_kill(proxy):
@@ -215,9 +206,9 @@ def test_superseded_incarnation_does_not_block_deletes(way, layout, private_zk, 
     assert new.exists(state) is None
     if way == "reclaimed":
         assert old.connected  # only its stale lock went, not its session
-        assert metric(proxy, "zkwarden_reclaims_at_delete_total") == 1
+        assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
     else:
-        assert metric(proxy, "zkwarden_fences_total") == 1
+        assert proxy.metric("zkwarden_fences_total") == 1
 
 
 @pytest.mark.zkwarden
@@ -282,8 +273,8 @@ def test_two_clients_sharing_a_sidecar_do_not_fence_each_other_forever(private_z
     wait_until(lambda: "two clients share this sidecar" in proxy.stderr(), 15, what="the conflict")
     wait_until(lambda: first.connected and first.exists("/") is not None, 15, what="the first to reconnect")
     assert second.client_id[0] == sid and second.exists("/") is not None  # not fenced back
-    assert metric(proxy, "zkwarden_identity_conflicts_total") == 1
-    assert metric(proxy, "zkwarden_fences_total") == 1
+    assert proxy.metric("zkwarden_identity_conflicts_total") == 1
+    assert proxy.metric("zkwarden_fences_total") == 1
 
 
 # ------------------------------------------------------------ failure 3
@@ -307,7 +298,7 @@ def test_recreated_lock_is_not_silently_lost(way, private_zk, zkwarden_factory, 
     else:
         assert owner is not None and owner.ephemeralOwner == new.client_id[0]
     if way == "reclaimed":
-        assert metric(proxy, "zkwarden_reclaims_at_create_total") == 1
+        assert proxy.metric("zkwarden_reclaims_at_create_total") == 1
 
 
 # ------------------------------------------------------------ failure 4
@@ -329,7 +320,7 @@ def test_orphaned_stale_lock_is_swept(kind, private_zk, zkwarden_factory, kazoo_
         return
     wait_until(lambda: jm.exists(orphan) is None, 15, what="the sweep to delete %s" % orphan)
     jm.delete(state)
-    assert metric(proxy, "zkwarden_stale_locks_swept_total") == 1
+    assert proxy.metric("zkwarden_stale_locks_swept_total") == 1
     assert "sweep deleted stale lock %s" % orphan in proxy.stderr()
 
 
@@ -449,7 +440,7 @@ def test_identity_conflict_fences_nothing(private_zk, zkwarden_factory, kazoo_fa
     other = kazoo_factory(second.hostport)  # a second JobManager with the same identity
     other.exists("/")
     assert jm.exists(lock).ephemeralOwner == jm.client_id[0]  # not fenced
-    assert metric(second, "zkwarden_identity_conflicts_total") == 1
+    assert second.metric("zkwarden_identity_conflicts_total") == 1
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen("http://%s:%d/readyz" % (HOST, second.admin_port), timeout=5)
     assert e.value.code == 503 and b"conflict" in e.value.read()
@@ -470,7 +461,7 @@ def test_orphaned_session_fenced_after_grace(kind, private_zk, zkwarden_factory,
     wait_until(lambda: observer.exists(lock) is None and observer.exists(jm.latch) is None, 10,
                what="the orphan to be fenced")
     assert time.monotonic() - t0 < 5
-    assert metric(proxy, "zkwarden_orphans_fenced_total") == 1
+    assert proxy.metric("zkwarden_orphans_fenced_total") == 1
 
 
 @pytest.mark.zkwarden
@@ -487,7 +478,7 @@ def test_reattached_session_is_not_an_orphan(private_zk, zkwarden_factory, kazoo
     time.sleep(4)  # longer than the grace: the re-attached session must not be fenced
     assert jm.client_id[0] == sid
     assert jm.exists(lock).ephemeralOwner == sid
-    assert metric(proxy, "zkwarden_orphans_fenced_total") == 0
+    assert proxy.metric("zkwarden_orphans_fenced_total") == 0
 
 
 # ------------------------------------------------------------ registry
@@ -503,7 +494,7 @@ def test_corrupt_registry_is_reported_and_relaying_goes_on(private_zk, zkwarden_
     jm.create(lock, b"127.0.0.1", ephemeral=True, makepath=True)
     assert direct.get(lock)[0] == b"127.0.0.1"  # relayed untagged
     assert direct.get("/zkwarden/identities/jm-0")[0] == b"garbage"  # never overwritten
-    assert metric(proxy, "zkwarden_registry_errors_total") >= 1
+    assert proxy.metric("zkwarden_registry_errors_total") >= 1
 
 
 @pytest.mark.zkwarden

@@ -37,7 +37,6 @@ import struct
 import subprocess
 import threading
 import time
-import urllib.request
 
 import pytest
 
@@ -116,22 +115,9 @@ def proc_kib(pid, field="VmRSS"):
     raise KeyError(field)
 
 
-def admin_get(proxy, path, timeout=5.0):
-    """(status, body) of GET path on zkwarden's admin endpoint."""
-    url = "http://%s:%d%s" % (HOST, proxy.admin_port, path)
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def metric(proxy, name, labels=""):
     """The value of one sample of zkwarden's /metrics (0 when absent)."""
-    status, text = admin_get(proxy, "/metrics")
-    assert status == 200
-    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
-    return float(m.group(1)) if m else 0.0
+    return proxy.metric(name + labels)
 
 
 def handshake_timeouts(proxy):
@@ -409,7 +395,7 @@ def test_connections_that_never_finish_the_handshake(proxy, healthy, zk_server):
                     ep.unregister(fd)
             max_ups = max(max_ups, upstream_sockets(pid, zk_server.port))
             if sessions_seen is None and time.monotonic() - t0 > 1.0:
-                status, body = admin_get(proxy, "/v1/sessions")
+                status, body = proxy.admin_get("/v1/sessions")
                 assert status == 200
                 sessions_seen = json.loads(body)["sessions"]
     finally:
@@ -459,7 +445,7 @@ def test_10000_idle_connections(zk_server, zkwarden_factory, kazoo_factory, spar
                    what="zkwarden to accept %d connections" % n)
         healthy.check("%d idle connections" % n)
         t = time.monotonic()
-        status, body = admin_get(proxy, "/healthz")
+        status, body = proxy.admin_get("/healthz")
         healthz_s = time.monotonic() - t
         assert (status, body) == (200, "ok\n") and healthz_s < 2.0, (status, body, healthz_s)
         assert metric(proxy, "zkwarden_connections_active") >= base_conns + n
@@ -482,7 +468,7 @@ def test_10000_idle_connections(zk_server, zkwarden_factory, kazoo_factory, spar
                what="zkwarden's descriptors back to %d (now %d)" % (base_fds, open_fds(pid)))
     wait_until(lambda: metric(proxy, "zkwarden_connections_active") <= base_conns, 10,
                what="zkwarden's connection gauge back to %d" % base_conns)
-    status, body = admin_get(proxy, "/v1/sessions")
+    status, body = proxy.admin_get("/v1/sessions")
     assert status == 200 and json.loads(body)["count"] == base_conns
     healthy.check("%d idle connections closed" % n)
 
@@ -542,7 +528,7 @@ def test_10000_idle_sessions(roomy_zk, zkwarden_factory, kazoo_factory, nofile):
         r = json.loads(line)
         assert r["established"] == n, r
         healthy.check("%d idle sessions" % n)
-        status, body = admin_get(proxy, "/healthz")
+        status, body = proxy.admin_get("/healthz")
         assert (status, body) == (200, "ok\n")
         assert metric(proxy, "zkwarden_sessions_active") >= n + 1
         rss = proc_kib(pid)

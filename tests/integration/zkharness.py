@@ -360,6 +360,33 @@ class Zkwarden:
     def stderr(self):
         return tail(self.stderr_path, limit=200000)
 
+    def admin_get(self, path, timeout=5.0):
+        """(status, body) of GET path on the admin endpoint (errors too)."""
+        import urllib.error
+        import urllib.request
+        url = "http://%s:%d%s" % (HOST, self.admin_port, path)
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                return r.status, r.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode("utf-8", "replace")
+
+    def metrics(self):
+        """{name or name{labels}: value} of every sample on /metrics."""
+        status, body = self.admin_get("/metrics")
+        if status != 200:
+            raise RuntimeError("/metrics answered %d: %s" % (status, body[:200]))
+        out = {}
+        for line in body.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def metric(self, key):
+        """One sample, `name` or `name{labels}` as /metrics prints it (0 when absent)."""
+        return self.metrics().get(key, 0.0)
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
