@@ -41,17 +41,6 @@ def _untrack(proc):
     _LIVE.pop(proc.pid, None)
 
 
-def _wait_or_kill(proc, grace):
-    """Waits for a process that was already sent SIGTERM (a second SIGTERM can
-    cut a graceful exit short), then SIGKILL. Returns the exit status."""
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-    return proc.returncode
-
-
 def stop_all_started():
     """Stops every process this drill started and has not stopped yet."""
     for pid, (proc, what) in list(_LIVE.items()):
@@ -191,9 +180,8 @@ class Ensemble:
                 return i
         return None
 
-    def server_of_session(self, session_hex):
-        """The server holding a client connection of this session (cons), or None."""
-        want = "sid=%s" % session_hex.lower()
+    def _cons_lines(self):
+        """(server id, line) of every connection the live servers list (cons)."""
         for i in self.ids:
             if self.procs.get(i) is None:
                 continue
@@ -201,7 +189,14 @@ class Ensemble:
                 out = four_letter(self.client_ports[i], "cons", timeout=2.0).decode("utf-8", "replace")
             except OSError:
                 continue
-            if want in out.lower():
+            for line in out.lower().splitlines():
+                yield i, line
+
+    def server_of_session(self, session_hex):
+        """The server holding a client connection of this session (cons), or None."""
+        want = "sid=%s" % session_hex.lower()
+        for i, line in self._cons_lines():
+            if want in line:
                 return i
         return None
 
@@ -211,19 +206,12 @@ class Ensemble:
 
     def session_timeout(self, session):
         """The timeout a server negotiated for a live session (cons: to=), or None."""
-        want = "sid=0x%x" % session
-        for i in self.ids:
-            if self.procs.get(i) is None:
-                continue
-            try:
-                out = four_letter(self.client_ports[i], "cons", timeout=2.0).decode("utf-8", "replace")
-            except OSError:
-                continue
-            for line in out.lower().splitlines():
-                if want + "," in line:
-                    m = re.search(r"[(,]to=(\d+)", line)
-                    if m:
-                        return int(m.group(1))
+        want = "sid=0x%x," % session
+        for _, line in self._cons_lines():
+            if want in line:
+                m = re.search(r"[(,]to=(\d+)", line)
+                if m:
+                    return int(m.group(1))
         return None
 
     def stop(self):
@@ -314,7 +302,7 @@ class Sidecar:
         """SIGTERM (as a pod's containers get when it is deleted), SIGKILL after 10 s."""
         if self.proc is not None:
             if self._terminated is self.proc:
-                self.exits.append(("SIGTERM", _wait_or_kill(self.proc, 10.0)))
+                self.exits.append(("SIGTERM", zkharness.wait_or_kill(self.proc, 10.0)))
             elif self.proc.poll() is None:
                 self.exits.append(("SIGTERM", zkharness._stop_pid(self.proc)))
             self._terminated = None
@@ -476,7 +464,7 @@ class JM:
     def stop(self, grace=15.0):
         """Graceful exit (SIGTERM: the JM closes its session), then SIGKILL."""
         if self.proc is not None and self._terminated is self.proc:
-            _wait_or_kill(self.proc, grace)
+            zkharness.wait_or_kill(self.proc, grace)
         elif self.proc is not None and self.proc.poll() is None:
             try:
                 os.kill(self.proc.pid, signal.SIGCONT)

@@ -80,6 +80,17 @@ def tail(path, limit=20000):
     return data.decode("utf-8", "replace")
 
 
+def wait_or_kill(proc, grace):
+    """Waits for a child we already signalled (a second SIGTERM can cut a
+    graceful exit short), then SIGKILL. Returns the exit status."""
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+    return proc.returncode
+
+
 def _stop_pid(proc, grace=10.0):
     """Terminate one child we started (by its pid), then kill it if needed.
     Returns the exit status."""
@@ -88,11 +99,7 @@ def _stop_pid(proc, grace=10.0):
             proc.terminate()
         except ProcessLookupError:
             pass
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        wait_or_kill(proc, grace)
     return proc.returncode
 
 
