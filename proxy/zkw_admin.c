@@ -236,13 +236,15 @@ static uint32_t outstanding(const struct zkw_session *s) {
 
 /* Fills the gauges that are computed from the live sessions. */
 static void refresh_gauges(void) {
-  int64_t active = 0, out = 0;
+  int64_t active = 0, plain = 0, out = 0;
   for (const struct zkw_session *s = a.srv->sessions; s; s = s->next) {
     if (s->phase == ZKW_PHASE_ACTIVE) active++;
+    if (s->phase == ZKW_PHASE_ACTIVE && !s->incarnation) plain++;
     out += outstanding(s);
   }
   ZKW_METRIC_SET(connections_active, (int64_t)a.srv->session_count);
   ZKW_METRIC_SET(sessions_active, active);
+  ZKW_METRIC_SET(plain_client_sessions, plain);
   ZKW_METRIC_SET(outstanding_requests, out);
 }
 
@@ -267,9 +269,9 @@ static int render_sessions(struct zkw_buf *b) {
       TRY(zkw_text_printf(b, "null"));
     TRY(zkw_text_printf(b,
                         ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u,"
-                        "\"incarnation\":%llu}",
+                        "\"role\":\"%s\",\"incarnation\":%llu}",
                         phase_name(s->phase), s->timeout, s->read_only ? "true" : "false", outstanding(s),
-                        (unsigned long long)s->incarnation));
+                        s->incarnation ? "incarnation" : "plain", (unsigned long long)s->incarnation));
   }
   TRY(zkw_text_printf(b, "]}\n"));
   return 0;

@@ -84,6 +84,7 @@ static void claim(struct zkw_identity *id);
 static void load_record(struct zkw_identity *id);
 static void release_waiting(struct zkw_identity *id);
 static void write_next(struct zkw_identity *id);
+static void claim_recorded_session(struct zkw_identity *id);
 static void fence_previous(struct zkw_identity *id);
 static void adopt_sessions(struct zkw_identity *id);
 static void capture_previous(struct zkw_identity *id);
@@ -153,22 +154,36 @@ static struct zkw_session *list_pop(struct zkw_session **head) {
   return s;
 }
 
-/* Lets every held ConnectRequest go on. */
+/* Lets a held request go on (unrecorded: adopted once the record can be
+ * written). */
+static void release_hold(struct zkw_session *s) {
+  if (s->hold_jm) {
+    s->hold_jm = false;
+    if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
+  }
+  session_unref(s);
+}
+
+/* The fence is done, failed or timed out: every request held for it goes on
+ * to the record write if the registry can take it now, else on its way. */
 static void release_waiting(struct zkw_identity *id) {
   uv_timer_stop(&id->fence_timer);
+  bool record = id->state == ZKW_REG_OWNER && id->rec_loaded && !id->stopping;
   while (id->waiting) {
     struct zkw_session *s = list_pop(&id->waiting);
-    s->hold_connect = false;
-    if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
-    session_unref(s);
+    if (record && s->phase != ZKW_PHASE_CLOSING)
+      list_append(&id->writers, s, ZKW_ID_WRITERS); /* keeps its reference and its hold */
+    else
+      release_hold(s);
   }
+  if (record) write_next(id);
 }
 
 static void fence_timeout_cb(uv_timer_t *t) {
   struct zkw_identity *id = t->data;
   if (id->waiting)
     zkw_log_warn(
-        "identity %s: fencing did not finish within %u ms; forwarding the new session, fencing goes on",
+        "identity %s: fencing did not finish within %u ms; the new incarnation goes on, fencing goes on",
         identity_name(id), id->srv->cfg->fence_timeout_ms);
   release_waiting(id);
 }
@@ -313,6 +328,7 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
                ", dead up to %" PRIu64,
                identity_name(id), id->instance, id->rec.incarnation, (uint64_t)id->rec.session, id->rec.dead);
   if (behind) write_back(id); /* write_next follows it */
+  claim_recorded_session(id);
   if (id->waiting) fence_previous(id);
   adopt_sessions(id);
   write_next(id);
@@ -354,11 +370,7 @@ static void finish_write(struct record_write *w, bool ok) {
   if (s) {
     s->id_list = ZKW_ID_NONE;
     if (!ok) s->incarnation = 0;
-    if (s->hold_response) {
-      s->hold_response = false;
-      if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
-    }
-    session_unref(s);
+    release_hold(s);
   }
   write_next(id);
 }
@@ -401,6 +413,12 @@ static void write_next(struct zkw_identity *id) {
   if (id->writing || id->state != ZKW_REG_OWNER || !id->rec_loaded || id->stopping) return;
   if (!id->writers) return;
   struct zkw_session *s = list_pop(&id->writers);
+  if (s->session_id == id->rec.session) { /* already the current incarnation */
+    s->incarnation = id->rec.incarnation;
+    release_hold(s);
+    write_next(id);
+    return;
+  }
   s->id_list = ZKW_ID_WRITING;
   struct record_write *w = calloc(1, sizeof *w);
   if (!w) {
@@ -726,74 +744,89 @@ static void cancel_orphan(struct zkw_identity *id, int64_t session_id) {
 
 void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
   struct zkw_identity *id = &s->srv->identity;
-  if (id->disabled) return;
-  if (req->session_id != 0) {
-    cancel_orphan(id, req->session_id);
-    /* A session superseded while it was still attached, re-attaching: its
-     * process is alive after all (a hang ended, or a second client shares
-     * this sidecar); the new session it opens next must not fence ours. */
-    for (int i = 0; i < ZKW_SUPERSEDED_KEPT; i++)
-      if (id->superseded[i] == req->session_id) {
-        zkw_slog(s, ZKW_LOG_WARN,
-                 "identity %s: superseded session 0x%" PRIx64 " is re-attaching: its client is alive",
-                 identity_name(id), (uint64_t)req->session_id);
-        id->superseded_alive_ms = now_ms();
+  if (id->disabled || req->session_id == 0) return;
+  cancel_orphan(id, req->session_id);
+  /* A session superseded while it was still attached, re-attaching: its
+   * process is alive after all (a hang ended, or a second JobManager shares
+   * this sidecar); the new session it opens next must not fence ours. */
+  for (int i = 0; i < ZKW_SUPERSEDED_KEPT; i++)
+    if (id->superseded[i] == req->session_id) {
+      zkw_slog(s, ZKW_LOG_WARN,
+               "identity %s: superseded session 0x%" PRIx64 " is re-attaching: its client is alive",
+               identity_name(id), (uint64_t)req->session_id);
+      id->superseded_alive_ms = now_ms();
+    }
+}
+
+void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
+  struct zkw_identity *id = &s->srv->identity;
+  if (id->disabled || resp->timeout <= 0 || resp->session_id == 0) return;
+  if (id->rec_loaded && id->rec.session == resp->session_id && id->rec.dead < id->rec.incarnation)
+    s->incarnation = id->rec.incarnation; /* the current incarnation re-attached */
+}
+
+/* The recorded session, attached here before the record was known (a
+ * re-attach through a restarted sidecar): it is the current incarnation. */
+static void claim_recorded_session(struct zkw_identity *id) {
+  if (!id->rec_loaded || id->rec.session == 0 || id->rec.dead >= id->rec.incarnation) return;
+  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
+    if (s->session_id == id->rec.session && s->phase == ZKW_PHASE_ACTIVE && !s->incarnation) {
+      s->incarnation = id->rec.incarnation;
+      if (s->id_list == ZKW_ID_WAITING) {
+        list_remove(&id->waiting, s);
+        s->id_list = ZKW_ID_NONE;
+        release_hold(s);
       }
-    return;
-  }
-  s->new_incarnation = true;
+    }
+}
+
+bool zkw_identity_on_jm_request(struct zkw_session *s) {
+  struct zkw_identity *id = &s->srv->identity;
+  if (id->disabled) return false;
+  s->acts_as_jm = true;
+  if (s->session_id == 0 || s->timeout <= 0) return false;
   switch (id->state) {
   case ZKW_REG_OWNER:
     if (!id->rec_loaded) break;
-    if (id->rec.session == 0 || id->rec.dead >= id->rec.incarnation) return; /* nothing to fence */
-    if (attached_here(id, id->rec.session)) {
-      /* The current session is still attached: a hung JobManager and its
-       * replacement. But if a client we superseded came back alive just now,
-       * this is that client's new session: two live clients share this
-       * sidecar, each re-opening a session when the other's is fenced. Do
-       * not play that game. */
+    if (id->rec.session == s->session_id && id->rec.dead < id->rec.incarnation) {
+      s->incarnation = id->rec.incarnation; /* already the current incarnation */
+      return false;
+    }
+    if (id->rec.session != 0 && id->rec.dead < id->rec.incarnation && attached_here(id, id->rec.session)) {
+      /* The current incarnation's session is still attached: a hung
+       * JobManager and its replacement. But if a client we superseded came
+       * back alive just now, this is that client's new session: two live
+       * JobManagers share this sidecar, each re-opening a session when the
+       * other's is fenced. Do not play that game. */
       if (id->superseded_alive_ms && now_ms() - id->superseded_alive_ms < SHARED_SIDECAR_WINDOW_MS) {
         zkw_slog(s, ZKW_LOG_ERROR,
-                 "identity %s: CONFLICT: a client whose session was superseded is alive and opened a new "
-                 "session while session 0x%" PRIx64
-                 " of the current incarnation is attached: two clients share "
-                 "this sidecar. This session is relayed without a new incarnation, nothing is fenced.",
+                 "identity %s: CONFLICT: a client whose session was superseded is alive and acts as the "
+                 "JobManager in a new session while session 0x%" PRIx64
+                 " of the current incarnation is attached: two JobManagers share this sidecar. This "
+                 "session is relayed as a plain client, nothing is fenced.",
                  identity_name(id), (uint64_t)id->rec.session);
         ZKW_METRIC_INC(identity_conflicts);
-        s->new_incarnation = false;
-        return;
+        s->plain_conflict = true;
+        return false;
       }
       id->superseded[id->superseded_next++ % ZKW_SUPERSEDED_KEPT] = id->rec.session;
     }
-    /* fall through: hold while the previous incarnation is fenced */
+    break;
   case ZKW_REG_CONNECTING:
   case ZKW_REG_CLAIMING:
-    break;
+    break; /* held until the identity is owned, or the fence timeout */
   default:
-    return; /* conflict or broken: relay without identity features */
+    return false; /* conflict or broken: relayed without identity features */
   }
-  s->hold_connect = true;
+  zkw_slog(s, ZKW_LOG_INFO, "identity %s: this session acts as the JobManager: a new incarnation",
+           identity_name(id));
+  s->hold_jm = true;
   session_ref(s);
   list_append(&id->waiting, s, ZKW_ID_WAITING);
   if (!uv_is_active((uv_handle_t *)&id->fence_timer))
     uv_timer_start(&id->fence_timer, fence_timeout_cb, id->srv->cfg->fence_timeout_ms, 0);
   fence_previous(id);
-}
-
-bool zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
-  struct zkw_identity *id = &s->srv->identity;
-  if (id->disabled) return false;
-  if (resp->timeout <= 0 || resp->session_id == 0) return false;
-  if (!s->new_incarnation) {
-    if (id->rec_loaded && id->rec.session == resp->session_id) s->incarnation = id->rec.incarnation;
-    return false;
-  }
-  if (id->state != ZKW_REG_OWNER || !id->rec_loaded) return false; /* adopted later if we become owner */
-  s->hold_response = true;
-  session_ref(s);
-  list_append(&id->writers, s, ZKW_ID_WRITERS);
-  write_next(id);
-  return s->hold_response;
+  return s->hold_jm;
 }
 
 void zkw_identity_on_session_closed(struct zkw_session *s) {
@@ -807,7 +840,7 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
     s->id_list = ZKW_ID_NONE;
     s->handles--;
   }
-  s->hold_connect = s->hold_response = false;
+  s->hold_jm = false;
   /* An orphan: the JobManager's connection went without closeSession. */
   if (id->stopping || s->srv->stopping || s->close_sent || !s->incarnation || s->session_id == 0 ||
       id->srv->cfg->orphan_grace_ms == 0 || id->state != ZKW_REG_OWNER ||
@@ -831,13 +864,13 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
  * them now (the first one becomes the current incarnation). */
 static void adopt_sessions(struct zkw_identity *id) {
   for (struct zkw_session *s = id->srv->sessions; s; s = s->next) {
-    if (s->phase != ZKW_PHASE_ACTIVE || !s->new_incarnation || s->incarnation || s->session_id == 0 ||
-        s->hold_response || s->timeout <= 0)
+    if (s->phase != ZKW_PHASE_ACTIVE || !s->acts_as_jm || s->plain_conflict || s->incarnation ||
+        s->session_id == 0 || s->id_list != ZKW_ID_NONE || s->timeout <= 0)
       continue;
     zkw_slog(s, ZKW_LOG_INFO,
-             "identity %s: recording this session, which began before the identity was owned",
+             "identity %s: recording this session, which acted as the JobManager before the identity was "
+             "owned",
              identity_name(id));
-    s->hold_response = false;
     session_ref(s);
     list_append(&id->writers, s, ZKW_ID_WRITERS);
   }
@@ -921,9 +954,7 @@ void zkw_identity_stop(struct zkw_identity *id) {
   id->stopping = true;
   release_waiting(id);
   while (id->writers) {
-    struct zkw_session *s = list_pop(&id->writers);
-    s->hold_response = false;
-    session_unref(s);
+    release_hold(list_pop(&id->writers));
   }
   /* An orphan being fenced is freed when its fence reports (the work
    * request keeps the loop running until then). */

@@ -11,10 +11,12 @@
  * timeout belongs to a live sidecar: an identity conflict, reported and
  * counted, and nothing is fenced or reclaimed while it lasts.
  *
- * Each ConnectRequest with session id 0 starts a new incarnation: the
- * previous incarnation's session is fenced first (bounded by
- * ZKWARDEN_FENCE_TIMEOUT_MS, then retried in the background), and the new
- * session is recorded before its ConnectResponse reaches the JobManager. */
+ * A session's first request that acts as the JobManager (an ephemeral create
+ * under the lock roots: zkw_acts_as_jobmanager) starts a new incarnation:
+ * the request is held while the previous incarnation's session is fenced
+ * (bounded by ZKWARDEN_FENCE_TIMEOUT_MS, then retried in the background) and
+ * the new session is recorded, then forwarded. Every other session is a
+ * plain client: never fenced, never fencing. */
 #ifndef ZKW_IDENTITY_H
 #define ZKW_IDENTITY_H
 
@@ -77,8 +79,8 @@ struct zkw_identity {
   uv_timer_t fence_timer; /* bound on holding ConnectRequests while fencing */
   uv_timer_t retry_timer; /* background fence retry */
   uv_timer_t sweep_timer;
-  struct zkw_session *waiting; /* ConnectRequests held for the fence (via id_next) */
-  struct zkw_session *writers; /* ConnectResponses held for the record write (via id_next) */
+  struct zkw_session *waiting; /* requests beginning an incarnation, held for the fence (via id_next) */
+  struct zkw_session *writers; /* sessions waiting for their record write (via id_next) */
 
   bool fencing;
   struct zkw_fence fence; /* the one fence in flight */
@@ -112,12 +114,19 @@ const char *zkw_identity_state_name(enum zkw_reg_state state);
 bool zkw_identity_ready(const struct zkw_identity *id, const char **why);
 
 /* Session hooks, all on the loop thread. */
-/* A valid ConnectRequest arrived. Sets s->hold_connect while the previous
- * incarnation is being fenced; zkw_session_resume follows. */
+/* A valid ConnectRequest arrived: a re-attach cancels the session's orphan
+ * fence, and a superseded session re-attaching is noted (two live
+ * JobManagers on one sidecar). */
 void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req);
-/* The server answered the ConnectRequest. Returns true if the response must
- * be held until the new incarnation is recorded (zkw_session_resume follows). */
-bool zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp);
+/* The server answered the ConnectRequest: the recorded session re-attached
+ * is the current incarnation again. */
+void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp);
+/* The session sent its first request that acts as the JobManager
+ * (zkw_acts_as_jobmanager): its incarnation begins. Returns true if the
+ * request must be held (s->hold_jm) while the previous incarnation is fenced
+ * and this one recorded; zkw_session_resume follows. False: forward it now
+ * (tagged if s->incarnation was set, as a plain client otherwise). */
+bool zkw_identity_on_jm_request(struct zkw_session *s);
 /* The session's client connection is closing. */
 void zkw_identity_on_session_closed(struct zkw_session *s);
 

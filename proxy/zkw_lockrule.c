@@ -75,6 +75,22 @@ bool zkw_is_lock_create(const struct zkw_lock_roots *roots, int32_t type, int32_
   return last.len == 36 && zkw_is_uuid(last.p, 36) && zkw_under_lock_roots(roots, path);
 }
 
+static bool ephemeral_under_roots(const struct zkw_lock_roots *roots, int32_t type, int32_t flags,
+                                  struct zkw_bytes path) {
+  if (type != ZKW_OP_CREATE && type != ZKW_OP_CREATE2) return false;
+  if (flags != ZKW_CREATE_EPHEMERAL && flags != ZKW_CREATE_EPHEMERAL_SEQUENTIAL) return false;
+  return zkw_under_lock_roots(roots, path);
+}
+
+bool zkw_acts_as_jobmanager(const struct zkw_lock_roots *roots, const struct zkw_request *req) {
+  if (req->type != ZKW_OP_MULTI) return ephemeral_under_roots(roots, req->type, req->op.flags, req->op.path);
+  struct zkw_multi_iter it = zkw_multi_iter(req->op.ops);
+  struct zkw_op_req op;
+  while (zkw_multi_next_req(&it, &op) == ZKW_OK)
+    if (ephemeral_under_roots(roots, op.type, op.flags, op.path)) return true;
+  return false;
+}
+
 bool zkw_identity_valid(const char *id) {
   size_t n = strlen(id);
   if (n == 0 || n > ZKW_IDENTITY_MAX) return false;

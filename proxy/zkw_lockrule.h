@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zkw_codec.h"
 #include "zkw_wire.h"
 
 #define ZKW_MAX_LOCK_ROOTS 16
@@ -43,6 +44,15 @@ struct zkw_bytes zkw_path_last(struct zkw_bytes path);
 /* The lock rule for one create (opcode 1 or 15, or a multi sub-op). */
 bool zkw_is_lock_create(const struct zkw_lock_roots *roots, int32_t type, int32_t flags,
                         struct zkw_bytes path);
+
+/* The incarnation trigger (the one place that defines it): true if the
+ * request creates an EPHEMERAL or EPHEMERAL_SEQUENTIAL node under one of the
+ * lock roots, as create (1) or create2 (15), or as such a create inside a
+ * multi (14). Only a JobManager does that: its leader latch
+ * (`_c_<uuid>-latch-<seq>`), a leader's `connection_info`, its lock nodes.
+ * The Flink CLI, TaskManagers, the operator, zkCli and monitoring read, or
+ * write elsewhere: their sessions stay plain clients. */
+bool zkw_acts_as_jobmanager(const struct zkw_lock_roots *roots, const struct zkw_request *req);
 
 /* An identity: 1-128 of [A-Za-z0-9._-]. */
 bool zkw_identity_valid(const char *id);

@@ -106,6 +106,9 @@ struct zkw_histogram {
     "ConnectResponses refusing a session (expired or invalid) relayed to clients.")                          \
   X(sessions_active, GAUGE, NONE, "zkwarden_sessions_active",                                                \
     "Client connections with an established ZooKeeper session now (computed).")                              \
+  X(plain_client_sessions, GAUGE, NONE, "zkwarden_plain_client_sessions",                                    \
+    "Established sessions that are not the JobManager's incarnation (CLI, TaskManagers, zkCli, "             \
+    "monitoring).")                                                                                          \
   X(requests, COUNTER, OP, "zkwarden_requests_total", "Requests received from clients, by opcode.")          \
   X(replies, COUNTER, OP, "zkwarden_replies_total",                                                          \
     "Replies relayed to clients, by the opcode of their request.")                                           \

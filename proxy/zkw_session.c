@@ -310,7 +310,6 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   const uint8_t *body = frame + 4;
   size_t len = flen - 4;
   if (s->phase == ZKW_PHASE_HANDSHAKE) {
-    if (s->hold_connect) return FRAME_HOLD;
     s->phase = ZKW_PHASE_CONNECTING;
     s->up_handshake_ms = upstream_handshake_ms(s, body, len); /* checked by client_hello */
     uv_timer_start(&s->timer, upstream_handshake_timeout_cb, s->up_handshake_ms, 0);
@@ -337,6 +336,12 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     s->auths++;
     return FRAME_FORWARD;
   }
+  /* The session's first request that acts as the JobManager begins its
+   * incarnation: held until the previous one is fenced and this one recorded. */
+  if (s->hold_jm) return FRAME_HOLD;
+  if (!s->acts_as_jm && zkw_acts_as_jobmanager(&s->srv->cfg->lock_roots, &req) &&
+      zkw_identity_on_jm_request(s))
+    return FRAME_HOLD;
   int action = FRAME_FORWARD;
   bool lock_request = false;
   if (s->incarnation &&
@@ -398,10 +403,8 @@ static int on_connect_response(struct zkw_session *s, const uint8_t *body, size_
     else
       zkw_slog(s, ZKW_LOG_INFO, "session established via %s, timeout %d ms%s", s->up_name, resp.timeout,
                resp.read_only ? ", read-only" : "");
-    /* A new incarnation is recorded before the JobManager hears of it. */
-    if (zkw_identity_on_connect_response(s, &resp)) return FRAME_HOLD;
+    zkw_identity_on_connect_response(s, &resp); /* a re-attached incarnation */
   }
-  if (s->hold_response) return FRAME_HOLD;
   s->phase = ZKW_PHASE_ACTIVE;
   return FRAME_FORWARD;
 }

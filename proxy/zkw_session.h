@@ -80,12 +80,13 @@ struct zkw_session {
   uint32_t pings; /* pings awaiting their -2 reply */
   uint32_t auths; /* auth packets (xid -4) awaiting their reply */
 
-  /* Identity (zkw_identity.c). */
-  bool new_incarnation; /* the ConnectRequest had session id 0 */
-  bool hold_connect;    /* the ConnectRequest waits for a fence */
-  bool hold_response;   /* the ConnectResponse waits for the registry write */
-  bool response_seen;   /* the identity hook has seen the ConnectResponse */
-  uint64_t incarnation; /* recorded incarnation; 0: no tags, no reclaim */
+  /* Identity (zkw_identity.c). A session is a plain client until it acts
+   * as the JobManager (zkw_acts_as_jobmanager); then its incarnation begins. */
+  bool response_seen;   /* the ConnectResponse has been handled */
+  bool acts_as_jm;      /* it sent a request that begins an incarnation */
+  bool hold_jm;         /* that request waits for the fence and the registry write */
+  bool plain_conflict;  /* acted as the JobManager in an identity conflict: stays plain */
+  uint64_t incarnation; /* recorded incarnation; 0: a plain client (no tags, no reclaim) */
   struct zkw_session *id_next;
   int id_list; /* enum zkw_id_list */
 
@@ -118,10 +119,6 @@ void zkw_session_accept(struct zkw_server *srv);
  * reason once at the given level. Safe to call more than once. */
 void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* Frees the session if it is closing and its last handle is gone. Every
- * handle close callback and request callback calls it after `handles--`. */
-void zkw_session_maybe_free(struct zkw_session *s);
 
 /* Frees the session if it is closing and its last handle is gone. Every
  * handle close callback and request callback calls it after `handles--`. */
