@@ -798,7 +798,11 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
        * back alive just now, this is that client's new session: two live
        * JobManagers share this sidecar, each re-opening a session when the
        * other's is fenced. Do not play that game. */
-      if (id->superseded_alive_ms && now_ms() - id->superseded_alive_ms < SHARED_SIDECAR_WINDOW_MS) {
+      bool shared =
+          id->rec.session == id->shared_with ||
+          (id->superseded_alive_ms && now_ms() - id->superseded_alive_ms < SHARED_SIDECAR_WINDOW_MS);
+      if (shared) {
+        id->shared_with = id->rec.session; /* and so while that session stays attached */
         zkw_slog(s, ZKW_LOG_ERROR,
                  "identity %s: CONFLICT: a client whose session was superseded is alive and acts as the "
                  "JobManager in a new session while session 0x%" PRIx64

@@ -96,6 +96,7 @@ struct zkw_identity {
   int64_t superseded[ZKW_SUPERSEDED_KEPT]; /* sessions fenced while still attached */
   unsigned superseded_next;
   uint64_t superseded_alive_ms; /* when one of them last tried to re-attach */
+  int64_t shared_with;          /* current session that another live JobManager was relayed beside */
   struct zkw_orphan *orphans;
   bool sweeping;
   bool stopping;
