@@ -305,7 +305,7 @@ def test_jobmanager_survives_every_other_client_in_its_pod(layout, private_zk, z
     assert took < 1000, "the restarted JobManager led after %d ms" % took
     new_sid = int(s["session_id"], 16)
     assert registry_incarnation(direct) == (inc + 1, new_sid)
-    assert direct.exists(next(iter(held))) is None  # the old latch went with the fence
+    assert ephemerals(direct, ns, jm_sid) == {}  # the old latch and leader nodes went with the fence
     assert proxy.metric("zkwarden_fences_total") == 1
 
 
