@@ -10,6 +10,9 @@
   identity from the pod name, readiness/liveness probes on the admin port,
   scrape annotations, resources, the registry Secret mounted where
   ZKWARDEN_REGISTRY_AUTH_FILE points, the JobManager's quorum on localhost;
+  the TaskManager StatefulSet carries the very same sidecar container and
+  the same flink-conf; the relay beside the Flink Kubernetes operator
+  (deploy/k8s/operator) listens where that flink-conf's quorum points;
 - the systemd unit (systemd-analyze verify when available) and its
   environment file;
 - every ZKWARDEN_* variable named anywhere in deploy/ exists, and the
@@ -30,6 +33,7 @@ REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 DEPLOY = os.path.join(REPO, "deploy")
 BASE = os.path.join(DEPLOY, "k8s", "base")
 OVERLAY = os.path.join(DEPLOY, "k8s", "overlays", "example")
+OPERATOR = os.path.join(DEPLOY, "k8s", "operator", "zkwarden-relay.yaml")
 
 
 def variables(zkw_bin):
@@ -292,9 +296,7 @@ def check_jobmanager_statefulset(docs, zkw_bin):
     assert key in [i["path"] for i in secret.get("items", [])] or not secret.get("items")
 
     # The JobManager talks to ZooKeeper through the sidecar only.
-    cm_name = [v for v in spec["volumes"] if "configMap" in v and v["name"] in
-               [m["name"] for m in jm["volumeMounts"]]][0]["configMap"]["name"]
-    flink = yaml.safe_load(find(docs, "ConfigMap", cm_name)["data"]["flink-conf.yaml"])
+    flink = flink_conf_of(docs, spec, jm)
     listen = env["ZKWARDEN_LISTEN"]
     assert listen.startswith("127.0.0.1:")
     assert flink["high-availability.zookeeper.quorum"] == "localhost:" + listen.rpartition(":")[2]
@@ -313,10 +315,44 @@ def check_jobmanager_statefulset(docs, zkw_bin):
     return secret["secretName"]
 
 
+def flink_conf_of(docs, spec, container):
+    """The flink-conf.yaml a container mounts, parsed."""
+    cm_name = [v for v in spec["volumes"] if "configMap" in v and v["name"] in
+               [m["name"] for m in container["volumeMounts"]]][0]["configMap"]["name"]
+    return yaml.safe_load(find(docs, "ConfigMap", cm_name)["data"]["flink-conf.yaml"])
+
+
+def check_taskmanager_statefulset(docs):
+    """The TaskManager pods carry the JobManager's sidecar container
+    unchanged (their sessions are plain clients) and the same flink-conf."""
+    jm_spec = find(docs, "StatefulSet", "flink-jobmanager")["spec"]["template"]["spec"]
+    tm_sts = find(docs, "StatefulSet", "flink-taskmanager")
+    tm_pod = tm_sts["spec"]["template"]
+    tm_spec = tm_pod["spec"]
+    jm_zkw = [c for c in jm_spec["initContainers"] if c["name"] == "zkwarden"]
+    assert [c for c in tm_spec.get("initContainers", []) if c["name"] == "zkwarden"] == jm_zkw
+    assert all(c["name"] != "zkwarden" for c in tm_spec["containers"])
+    # What the sidecar mounts and reads exists in the TaskManager pod as well.
+    vols = {v["name"]: v for v in tm_spec["volumes"]}
+    for m in jm_zkw[0]["volumeMounts"]:
+        assert vols[m["name"]] == [v for v in jm_spec["volumes"] if v["name"] == m["name"]][0]
+    assert tm_spec["securityContext"].get("fsGroup") == jm_spec["securityContext"].get("fsGroup")
+    tm = [c for c in tm_spec["containers"] if c["name"] == "taskmanager"][0]
+    assert tm["args"][0] == "taskmanager"
+    jm = [c for c in jm_spec["containers"] if c["name"] == "jobmanager"][0]
+    assert flink_conf_of(docs, tm_spec, tm) == flink_conf_of(docs, jm_spec, jm)
+    assert tm["image"] == jm["image"]
+    assert tm_pod["metadata"]["annotations"]["prometheus.io/port"] == "9181"
+    # Stable pod names: one registry record per TaskManager ordinal, not per pod ever started.
+    assert tm_sts["kind"] == "StatefulSet"
+    find(docs, "Service", tm_sts["spec"]["serviceName"])
+
+
 @pytest.mark.parametrize("path", [BASE, OVERLAY], ids=["base", "overlay"])
 def test_kustomization_by_its_files(path, zkw_bin):
     docs = resources_by_files(path)
     secret = check_jobmanager_statefulset(docs, zkw_bin)
+    check_taskmanager_statefulset(docs)
     if path == OVERLAY:
         s = find(docs, "Secret", secret)
         user, _, pw = s["data"]["auth"].strip().partition(":")
@@ -331,16 +367,46 @@ def test_kustomize_build(path, zkw_bin):
     if docs is None:
         pytest.skip("kubectl not installed: the kustomizations are checked by their files only")
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds.count("StatefulSet") == 1 and kinds.count("Service") == 2
+    assert kinds.count("StatefulSet") == 2 and kinds.count("Service") == 3
     # kustomize's ConfigMaps carry data as it is: decode nothing, check as above.
     secret_name = check_jobmanager_statefulset(docs, zkw_bin)
+    check_taskmanager_statefulset(docs)
     if path == OVERLAY:
         assert {d["metadata"].get("namespace") for d in docs} == {"flink-example"}
         # The generated Secret (with its hash suffix) is the one mounted.
         find(docs, "Secret", secret_name)
-        sts = find(docs, "StatefulSet", "flink-jobmanager")
-        images = [c["image"] for c in sts["spec"]["template"]["spec"]["initContainers"]]
-        assert images == ["registry.example.com/zkwarden:0.1.0"]
+        for name in ("flink-jobmanager", "flink-taskmanager"):
+            sts = find(docs, "StatefulSet", name)
+            images = [c["image"] for c in sts["spec"]["template"]["spec"]["initContainers"]]
+            assert images == ["registry.example.com/zkwarden:0.1.0"], name
+
+
+def test_operator_relay(zkw_bin):
+    """The relay beside the Flink Kubernetes operator: where the deployments'
+    flink-conf points (localhost:2181), relay mode, probed, non-root, and a
+    configuration zkwarden accepts."""
+    with open(OPERATOR) as fh:
+        docs = [d for d in yaml.safe_load_all(fh) if d]
+    assert len(docs) == 1 and docs[0]["kind"] == "Deployment"
+    assert docs[0]["metadata"]["name"] == "flink-kubernetes-operator"
+    zkw = [c for c in docs[0]["spec"]["template"]["spec"]["containers"] if c["name"] == "zkwarden"]
+    assert len(zkw) == 1
+    zkw = zkw[0]
+    env = {e["name"]: e["value"] for e in zkw["env"]}
+    assert env["ZKWARDEN_MODE"] == "relay"
+    flink = yaml.safe_load(open(os.path.join(BASE, "flink-conf.yaml")))
+    assert env["ZKWARDEN_LISTEN"] == "127.0.0.1:" + flink["high-availability.zookeeper.quorum"].rpartition(":")[2]
+    ports = {p["name"]: p["containerPort"] for p in zkw["ports"]}
+    assert env["ZKWARDEN_ADMIN_LISTEN"] == "0.0.0.0:%d" % ports["zkwarden-admin"]
+    assert zkw["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert zkw["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert zkw["securityContext"]["runAsNonRoot"] is True and zkw["securityContext"]["readOnlyRootFilesystem"]
+    assert zkw["resources"]["limits"].get("memory")
+    # The same image as the sidecars (the images transformer of an overlay renames both).
+    assert zkw["image"].split(":")[0] == "zkwarden"
+    r = check_config(zkw_bin, env)
+    assert r.returncode == 0, r.stderr
+    assert "ZKWARDEN_MODE=relay" in r.stdout
 
 
 # ---------------------------------------------------------------- systemd
