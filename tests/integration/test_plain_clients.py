@@ -478,3 +478,57 @@ def rawzk_closed(sock, timeout=10.0):
         pytest.fail("zkwarden kept a bad connection open")
     finally:
         sock.close()
+
+
+# ---------------------------------------------------------------- the Flink Kubernetes operator
+
+def operator_cleanup(client, ns):
+    """What the operator does with a deployment's HA metadata from its own pod
+    (FLINK-27273, FLINK-32890): check that it is there, delete the job graphs
+    recursively (locks included), then the whole cluster subtree. Returns the
+    steps' results."""
+    out = [("available", bool(client.exists(ns + "/jobgraphs")) and client.get_children(ns + "/jobgraphs"))]
+    out.append(("leader nodes", sorted(client.get_children(ns + "/leader"))))
+    client.delete(ns + "/jobgraphs", recursive=True)
+    out.append(("jobgraphs after delete", client.exists(ns + "/jobgraphs")))
+    client.delete(ns, recursive=True)
+    out.append(("cluster after delete", client.exists(ns)))
+    out.append(("available after", bool(client.exists(ns + "/jobgraphs"))))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["relay", "sidecar"])
+def test_operator_like_client_reads_and_deletes_ha_metadata(mode, private_zk, zkwarden_factory, kazoo_factory):
+    """The operator's pod runs a zkwarden of its own where the deployment's
+    flink-conf points (relay mode, or the sidecar image as it is: the
+    operator is a plain client there). Its HA metadata cleanup of a
+    deployment whose JobManager runs behind its own sidecar works as direct,
+    and fences nobody."""
+    jm_proxy = sidecar(zkwarden_factory, private_zk)
+    env = {"ZKWARDEN_MODE": mode}
+    if mode == "sidecar":
+        env.update({"ZKWARDEN_IDENTITY": "flink-kubernetes-operator-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+    op_proxy = zkwarden_factory.start(private_zk, extra_env=env)
+    results = {}
+    for where, hostport in (("direct", private_zk.hostport), (mode, op_proxy.hostport)):
+        ns = "/flink/op-" + where
+        jm = kazoo_factory(jm_proxy.hostport)
+        latch(jm, ns)
+        jm.create(ns + "/leader/dispatcher/connection_info", b"\xac\xedaddr", ephemeral=True, makepath=True)
+        graph = "%s/jobgraphs/%s" % (ns, "c" * 32)
+        jm.create(graph, b"graph", makepath=True)
+        jm.create("%s/%s" % (graph, uuid.uuid4()), b"127.0.0.1", ephemeral=True)
+        jm_sid = jm.client_id[0]
+        operator = kazoo_factory(hostport)
+        results[where] = operator_cleanup(operator, ns)
+        if where != "direct" and mode == "sidecar":
+            assert roles(op_proxy) == {operator.client_id[0]: "plain"}
+        operator.stop()
+        assert jm.client_id[0] == jm_sid and jm.exists("/") is not None  # the JobManager's session lives on
+        jm.stop()
+    assert results[mode] == results["direct"]
+    assert results["direct"][0] == ("available", ["c" * 32])
+    assert results["direct"][-2:] == [("cluster after delete", None), ("available after", False)]
+    for proxy in (jm_proxy, op_proxy):
+        for m in ("zkwarden_fences_total", "zkwarden_orphans_fenced_total", "zkwarden_identity_conflicts_total"):
+            assert proxy.metric(m) == 0, m
