@@ -312,3 +312,69 @@ def test_lock_the_jobmanager_cannot_read_is_a_visible_failure(secured, zkwarden_
     assert "reclaim_at_delete: cannot read the lock %s: not authenticated (noauth)" % foreign in proxy.stderr()
     history = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
     assert any(e["path"] == foreign and e["reason"].startswith("failed (noauth)") for e in history), history
+
+
+# ------------------------------------------------------------ SASL through the sidecar, Java
+
+def run_jm(java_classes, hostport, lock, jaas_text, workdir, *props):
+    """SecuredJm (Curator, creator ACL) with a JAAS Client section; returns
+    (exit status, its last output line)."""
+    from zkharness import run_bounded
+    jaas = workdir / ("client-%d.jaas" % next(_SEQ))
+    jaas.write_text(jaas_text)
+    cmd = java_classes.cmd("SecuredJm", hostport, lock)
+    cmd = cmd[:3] + ["-Djava.security.auth.login.config=%s" % jaas] + list(props) + cmd[3:]
+    rc, out, err = run_bounded(cmd, 90)
+    lines = out.strip().splitlines()
+    return rc, (lines[-1] if lines else err[-2000:])
+
+
+@pytest.mark.zkwarden
+def test_curator_sasl_digest_through_the_sidecar(secured, zkwarden_factory, java_classes, tmp_path):
+    """A Curator JobManager with a JAAS Client section (DIGEST-MD5): its SASL
+    exchange is relayed untouched and its locks carry its own identity."""
+    if secured.mode != "sasl":
+        pytest.skip("SASL DIGEST-MD5 server only")
+    proxy, _ = sidecar(secured, zkwarden_factory)
+    client = ('Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
+              '  username="%s"\n  password="%s";\n};\n' % (JM_USER, JM_PASSWORD))
+    lock = "/flink/sec-curator/%s" % new_uuid()
+    rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path)
+    assert rc == 0 and line == "ok sasl:%s" % JM_USER, line
+    wrong = client.replace(JM_PASSWORD, "not-the-password")
+    rc, line = run_jm(java_classes, proxy.hostport, lock + "-2", wrong, tmp_path)
+    assert rc != 0, line  # a failed SASL exchange reaches the client as it would direct
+
+
+@pytest.mark.zkwarden
+def test_kerberos_jobmanager_behind_a_sidecar_needs_the_server_principal(realm, zkwarden_factory,
+                                                                          java_classes, tmp_path):
+    """The Java client asks for a ticket for zookeeper/<canonical name of the
+    address it dials>: behind a sidecar that is the sidecar's loopback
+    address, not the server's name. Without -Dzookeeper.server.principal the
+    JobManager cannot authenticate; with it (Flink: env.java.opts) it can."""
+    server_principal, keytab = realm.principal("zookeeper/zk-0.zk.example")
+    jm_principal, jm_keytab = realm.principal("jm-curator")
+    props = dict(SASL_PROVIDER)
+    props["java.security.krb5.conf"] = str(realm.krb5_conf)
+    jaas = ("Server {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+            "  keyTab=\"%s\"\n  storeKey=true\n  useTicketCache=false\n  principal=\"%s\";\n};\n"
+            % (keytab, server_principal))
+    zk = ZkServer(tmp_path / "zk", sysprops=props, jaas=jaas)
+    try:
+        zk.start()
+        proxy = zkwarden_factory.start(zk, extra_env={"ZKWARDEN_MODE": "sidecar",
+                                                      "ZKWARDEN_IDENTITY": "sec-krb-%d" % os.getpid()})
+        client = ("Client {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+                  "  keyTab=\"%s\"\n  storeKey=false\n  useTicketCache=false\n  doNotPrompt=true\n"
+                  "  principal=\"%s\";\n};\n" % (jm_keytab, jm_principal))
+        krb5 = "-Djava.security.krb5.conf=%s" % realm.krb5_conf
+        lock = "/flink/sec-krb/%s" % new_uuid()
+        rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path, krb5)
+        assert rc != 0, "authenticated without zookeeper.server.principal: %s" % line
+        print("without zookeeper.server.principal: %s" % line)
+        rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path, krb5,
+                          "-Dzookeeper.server.principal=%s" % server_principal)
+        assert rc == 0 and line == "ok sasl:%s" % jm_principal, line
+    finally:
+        zk.stop()
