@@ -58,7 +58,7 @@ class Secured:
     """One ZooKeeper server set up for a mode, and how a JobManager (or
     another principal) authenticates to it."""
 
-    def __init__(self, mode, workdir, realm=None):
+    def __init__(self, mode, workdir, realm=None, sysprops=None):
         self.mode = mode
         self.realm = realm
         self.dir = workdir
@@ -75,6 +75,8 @@ class Secured:
                     "  keyTab=\"%s\"\n  storeKey=true\n  useTicketCache=false\n  principal=\"%s\";\n};\n"
                     % (keytab, principal))
             kw = {"sysprops": props, "jaas": jaas}
+        if sysprops:
+            kw["sysprops"] = dict(kw.get("sysprops", {}), **sysprops)
         self.zk = ZkServer(workdir / "zk", **kw)
 
     def start(self):
@@ -378,3 +380,79 @@ def test_kerberos_jobmanager_behind_a_sidecar_needs_the_server_principal(realm, 
         assert rc == 0 and line == "ok sasl:%s" % jm_principal, line
     finally:
         zk.stop()
+
+
+# ------------------------------------------------------------ enforced authentication
+
+ENFORCE = {"zookeeper.enforce.auth.enabled": "true"}
+REGISTRY_AUTH = "zkwarden:registry-secret"
+
+
+def ready(proxy):
+    try:
+        return proxy.admin_get("/readyz")[0] == 200
+    except OSError:  # the admin endpoint is not listening yet
+        return False
+
+
+def restart_with_a_stale_lock(sec, proxy, kazoo_factory):
+    """The old JobManager session holds a lock; a new one subsumes the
+    checkpoint. Returns the new session's client, the checkpoint's locks
+    path and the old lock."""
+    state, locks = checkpoint(sec.mode, "1.15")
+    old = sec.client(kazoo_factory, proxy.hostport)
+    old.create(locks, b"", makepath=True)
+    old_lock = old.create("%s/%s" % (locks, new_uuid()), b"127.0.0.1", ephemeral=True)
+    return sec.client(kazoo_factory, proxy.hostport), locks, old_lock
+
+
+@pytest.mark.zkwarden
+def test_enforced_digest_auth(zkwarden_factory, kazoo_factory, tmp_path):
+    """zookeeper.enforce.auth.enabled=true, schemes=digest: the server closes
+    every connection that has not authenticated. The registry session and
+    fences authenticate with ZKWARDEN_REGISTRY_AUTH first and work; without
+    it zkwarden says which server setting stops it (and nothing is fenced)."""
+    sec = Secured("digest", tmp_path, sysprops=dict(ENFORCE, **{"zookeeper.enforce.auth.schemes": "digest"}))
+    sec.start()
+    try:
+        bare, _ = sidecar(sec, zkwarden_factory)
+        wait_until(lambda: "zookeeper.enforce.auth.enabled=true" in bare.stderr(), 20,
+                   what="the enforced-auth error")
+        assert "ZKWARDEN_REGISTRY_AUTH is not set" in bare.stderr()
+        new, locks, _ = restart_with_a_stale_lock(sec, bare, kazoo_factory)
+        with pytest.raises(NotEmptyError):  # not fenced: the old lock stays
+            new.delete(locks)
+        assert bare.metric("zkwarden_fences_total") == 0
+
+        proxy, _ = sidecar(sec, zkwarden_factory, ZKWARDEN_REGISTRY_AUTH=REGISTRY_AUTH)
+        wait_until(lambda: ready(proxy), 20, what="the sidecar to be ready")
+        new, locks, old_lock = restart_with_a_stale_lock(sec, proxy, kazoo_factory)
+        # The fence closed the old session before the new one was forwarded:
+        # its lock went with it (not the in-band reclaim or sweep, which would
+        # also remove it).
+        assert new.exists(old_lock) is None
+        new.delete(locks)
+        assert proxy.metric("zkwarden_fences_total") == 1
+        assert proxy.metric("zkwarden_reclaims_at_delete_total") == 0
+        assert proxy.metric("zkwarden_stale_locks_swept_total") == 0
+        assert "zookeeper.enforce.auth" not in proxy.stderr()
+        assert REGISTRY_AUTH.split(":")[1] not in proxy.stderr()
+    finally:
+        sec.zk.stop()
+
+
+@pytest.mark.zkwarden
+def test_enforced_sasl_auth_is_reported_at_start(zkwarden_factory, kazoo_factory, tmp_path):
+    """schemes=sasl: zkwarden's own sessions cannot do SASL (libzookeeper_mt
+    has none). It says so at start, naming the server setting; the
+    JobManager's own SASL session is still relayed."""
+    sec = Secured("sasl", tmp_path, sysprops=dict(ENFORCE, **{"zookeeper.enforce.auth.schemes": "sasl"}))
+    sec.start()
+    try:
+        proxy, _ = sidecar(sec, zkwarden_factory, ZKWARDEN_REGISTRY_AUTH=REGISTRY_AUTH)
+        wait_until(lambda: "so the server requires SASL" in proxy.stderr(), 20, what="the enforced-SASL error")
+        assert "zookeeper.enforce.auth.schemes" in proxy.stderr()
+        jm = sec.client(kazoo_factory, proxy.hostport)
+        jm.create("/flink/sec-enforced/%s" % new_uuid(), b"x", makepath=True)
+    finally:
+        sec.zk.stop()
