@@ -452,6 +452,7 @@ def test_enforced_sasl_auth_is_reported_at_start(zkwarden_factory, kazoo_factory
         proxy, _ = sidecar(sec, zkwarden_factory, ZKWARDEN_REGISTRY_AUTH=REGISTRY_AUTH)
         wait_until(lambda: "so the server requires SASL" in proxy.stderr(), 20, what="the enforced-SASL error")
         assert "zookeeper.enforce.auth.schemes" in proxy.stderr()
+        wait_until(lambda: proxy.admin_get("/readyz")[0] == 503, 10, what="/readyz to answer 503")
         jm = sec.client(kazoo_factory, proxy.hostport)
         jm.create("/flink/sec-enforced/%s" % new_uuid(), b"x", makepath=True)
     finally:
