@@ -46,6 +46,11 @@ static void fence_work(uv_work_t *req) {
     snprintf(f->detail, sizeof f->detail, "cannot create a client handle");
     goto out;
   }
+  /* Queued now, sent first once connected (zookeeper.enforce.auth.enabled). */
+  if (f->auth && zoo_add_auth(zh, "digest", f->auth, (int)strlen(f->auth), NULL, NULL) != ZOK) {
+    snprintf(f->detail, sizeof f->detail, "cannot add digest auth");
+    goto out_close;
+  }
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += f->timeout_ms / 1000;
@@ -75,6 +80,7 @@ static void fence_work(uv_work_t *req) {
   } else {
     snprintf(f->detail, sizeof f->detail, "no server answered within %d ms", f->timeout_ms);
   }
+out_close:
   if (zh) zookeeper_close(zh);
 out:
   pthread_cond_destroy(&w.cv);

@@ -5,7 +5,9 @@
  * (locks and leader latch) in one transaction. It runs on a libuv worker
  * thread with libzookeeper_mt's blocking calls, bounded by a timeout, and
  * reports back on the loop thread. An already expired session counts as
- * fenced. The password never leaves this struct and is wiped after use. */
+ * fenced. The password never leaves this struct and is wiped after use.
+ * With auth set (ZKWARDEN_REGISTRY_AUTH), the connection authenticates with
+ * digest before anything else, for servers that enforce authentication. */
 #ifndef ZKW_FENCE_H
 #define ZKW_FENCE_H
 
@@ -28,6 +30,7 @@ struct zkw_fence {
   int64_t session_id;
   uint8_t passwd[16];
   int timeout_ms; /* requested session timeout and bound on connecting */
+  const char *auth; /* digest user:password sent before closeSession (enforced auth), or NULL */
   enum zkw_fence_result result;
   char detail[160];
   zkw_fence_cb cb;

@@ -605,6 +605,7 @@ static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t 
   f->session_id = session;
   memcpy(f->passwd, passwd, sizeof f->passwd);
   f->timeout_ms = (int)id->srv->cfg->fence_timeout_ms;
+  f->auth = id->srv->cfg->registry_auth[0] ? id->srv->cfg->registry_auth : NULL;
   id->fence_incarnation = incarnation;
   if (zkw_fence_start(id->srv->loop, f, fence_done, orphan) != 0) {
     memset(f->passwd, 0, sizeof f->passwd);

@@ -27,6 +27,12 @@ static const char *const close_names[ZKW_CLOSE_COUNT] = {
 #undef ZKW_X_CLOSE
 };
 
+static const char *const rfail_names[ZKW_RFAIL_COUNT] = {
+#define ZKW_X_RFAIL(name, str) str,
+    ZKW_RECLAIM_FAILURES(ZKW_X_RFAIL)
+#undef ZKW_X_RFAIL
+};
+
 static const char *const dir_names[ZKW_DIR_COUNT] = {"client_to_upstream", "upstream_to_client"};
 
 /* Opcode code by dense index, and whether clients send it as a request. */
@@ -44,6 +50,36 @@ static const char *const op_names[ZKW_OP_COUNT] = {
 
 const char *zkw_close_class_name(int c) {
   return c >= 0 && c < ZKW_CLOSE_COUNT ? close_names[c] : close_names[ZKW_CLOSE_OTHER];
+}
+
+const char *zkw_metrics_reclaim_failure(int zerr) {
+  enum zkw_reclaim_failure f;
+  switch (zerr) {
+  case ZKW_ZERR_NOAUTH:
+    f = ZKW_RFAIL_NOAUTH;
+    break;
+  case ZKW_ZERR_NONODE:
+    f = ZKW_RFAIL_NONODE;
+    break;
+  case ZKW_ZERR_BADVERSION:
+    f = ZKW_RFAIL_BADVERSION;
+    break;
+  case ZKW_ZERR_CONNECTIONLOSS:
+  case ZKW_ZERR_SESSIONEXPIRED:
+  case ZKW_ZERR_SESSIONMOVED:
+  case ZKW_ZERR_CLOSING:
+    f = ZKW_RFAIL_CONNECTION_LOSS;
+    break;
+  case ZKW_ZERR_OPERATIONTIMEOUT:
+  case ZKW_ZERR_REQUESTTIMEOUT:
+    f = ZKW_RFAIL_TIMEOUT;
+    break;
+  default:
+    f = ZKW_RFAIL_OTHER;
+    break;
+  }
+  zkw_metrics.reclaim_failures[f]++;
+  return rfail_names[f];
 }
 
 void zkw_metrics_init(void) {
@@ -83,10 +119,19 @@ static int render_counter_op(struct zkw_buf *b, const char *name, const uint64_t
   return 0;
 }
 
-static int render_counter_close(struct zkw_buf *b, const char *name, const uint64_t *v) {
-  for (int i = 0; i < ZKW_CLOSE_COUNT; i++)
-    TRY(zkw_text_printf(b, "%s{reason=\"%s\"} %llu\n", name, close_names[i], (unsigned long long)v[i]));
+static int render_reasons(struct zkw_buf *b, const char *name, const uint64_t *v, const char *const *names,
+                          int n) {
+  for (int i = 0; i < n; i++)
+    TRY(zkw_text_printf(b, "%s{reason=\"%s\"} %llu\n", name, names[i], (unsigned long long)v[i]));
   return 0;
+}
+
+static int render_counter_close(struct zkw_buf *b, const char *name, const uint64_t *v) {
+  return render_reasons(b, name, v, close_names, ZKW_CLOSE_COUNT);
+}
+
+static int render_counter_rfail(struct zkw_buf *b, const char *name, const uint64_t *v) {
+  return render_reasons(b, name, v, rfail_names, ZKW_RFAIL_COUNT);
 }
 
 static int render_counter_dir(struct zkw_buf *b, const char *name, const uint64_t *v) {
@@ -125,6 +170,7 @@ static int render_histogram_op(struct zkw_buf *b, const char *name, const struct
 #define ZKW_MRENDER_COUNTER_OP    render_counter_op
 #define ZKW_MRENDER_COUNTER_CLOSE render_counter_close
 #define ZKW_MRENDER_COUNTER_DIR   render_counter_dir
+#define ZKW_MRENDER_COUNTER_RFAIL render_counter_rfail
 #define ZKW_MRENDER_GAUGE_NONE    render_gauge_none
 #define ZKW_MRENDER_GAUGE_BUILD   render_gauge_build
 #define ZKW_MRENDER_HISTOGRAM_OP  render_histogram_op
@@ -138,7 +184,13 @@ int zkw_metrics_render(struct zkw_buf *out) {
   return 0;
 }
 
-enum { LABELS_NONE, LABELS_OP, LABELS_CLOSE, LABELS_DIR, LABELS_BUILD };
+enum { LABELS_NONE, LABELS_OP, LABELS_CLOSE, LABELS_RFAIL, LABELS_DIR, LABELS_BUILD };
+
+static void print_reasons(FILE *out, const char *const *names, int n) {
+  fprintf(out, "`reason`:");
+  for (int i = 0; i < n; i++)
+    fprintf(out, "%s `%s`", i ? "," : "", names[i]);
+}
 
 static void print_labels(FILE *out, int labels) {
   switch (labels) {
@@ -146,9 +198,10 @@ static void print_labels(FILE *out, int labels) {
     fprintf(out, "`op`: the opcode's name as the Java client spells it (`create`, `getData`, ...)");
     break;
   case LABELS_CLOSE:
-    fprintf(out, "`reason`:");
-    for (int i = 0; i < ZKW_CLOSE_COUNT; i++)
-      fprintf(out, "%s `%s`", i ? "," : "", close_names[i]);
+    print_reasons(out, close_names, ZKW_CLOSE_COUNT);
+    break;
+  case LABELS_RFAIL:
+    print_reasons(out, rfail_names, ZKW_RFAIL_COUNT);
     break;
   case LABELS_DIR:
     fprintf(out, "`direction`: `%s`, `%s`", dir_names[0], dir_names[1]);

@@ -49,6 +49,25 @@ enum zkw_close_class {
 };
 /* clang-format on */
 
+/* Why a reclaim or sweep step could not do its work (label reason= of
+ * zkwarden_reclaim_failures_total), from the ZooKeeper error it got. */
+#define ZKW_RECLAIM_FAILURES(X)                                                                              \
+  X(NOAUTH, "noauth")                                                                                        \
+  X(NONODE, "nonode")                                                                                        \
+  X(BADVERSION, "bad_version")                                                                               \
+  X(CONNECTION_LOSS, "connection_loss")                                                                      \
+  X(TIMEOUT, "timeout")                                                                                      \
+  X(OTHER, "other")
+
+/* clang-format off */
+enum zkw_reclaim_failure {
+#define ZKW_X_RFAIL(name, str) ZKW_RFAIL_##name,
+  ZKW_RECLAIM_FAILURES(ZKW_X_RFAIL)
+#undef ZKW_X_RFAIL
+  ZKW_RFAIL_COUNT
+};
+/* clang-format on */
+
 /* Direction of relayed bytes and of decode errors (label direction=). */
 enum zkw_direction { ZKW_DIR_CLIENT_TO_UPSTREAM, ZKW_DIR_UPSTREAM_TO_CLIENT, ZKW_DIR_COUNT };
 
@@ -87,7 +106,7 @@ struct zkw_histogram {
 /* X(field, type, labels, name, help)
  *   type:   COUNTER, GAUGE or HISTOGRAM
  *   labels: NONE; OP (op="<opcode name from ZKW_OPCODES>"); CLOSE
- *           (reason="<ZKW_CLOSE_CLASSES>"); DIR (direction=
+ *           (reason="<ZKW_CLOSE_CLASSES>"); RFAIL (reason="<ZKW_RECLAIM_FAILURES>"); DIR (direction=
  *           "client_to_upstream"|"upstream_to_client"); BUILD (version=)
  * Help texts are one line without backslashes (they are written verbatim). */
 #define ZKW_METRICS(X)                                                                                       \
@@ -138,6 +157,9 @@ struct zkw_histogram {
     "Deletes replayed after deleting the stale locks that caused NOTEMPTY.")                                 \
   X(stale_locks_swept, COUNTER, NONE, "zkwarden_stale_locks_swept_total",                                    \
     "Stale locks of this identity deleted by a sweep.")                                                      \
+  X(reclaim_failures, COUNTER, RFAIL, "zkwarden_reclaim_failures_total",                                     \
+    "Reclaim and sweep steps (reads, deletes) that could not do their work, by reason; each is logged at "   \
+    "warn and shown in /v1/reclaims.")                                                                       \
   X(orphans_fenced, COUNTER, NONE, "zkwarden_orphans_fenced_total",                                          \
     "Abandoned sessions fenced after ZKWARDEN_ORPHAN_GRACE_MS.")                                             \
   X(identity_conflicts, COUNTER, NONE, "zkwarden_identity_conflicts_total",                                  \
@@ -154,6 +176,7 @@ struct zkw_histogram {
 #define ZKW_MSTORE_COUNTER_OP(f)    uint64_t f[ZKW_OP_COUNT];
 #define ZKW_MSTORE_COUNTER_CLOSE(f) uint64_t f[ZKW_CLOSE_COUNT];
 #define ZKW_MSTORE_COUNTER_DIR(f)   uint64_t f[ZKW_DIR_COUNT];
+#define ZKW_MSTORE_COUNTER_RFAIL(f) uint64_t f[ZKW_RFAIL_COUNT];
 #define ZKW_MSTORE_GAUGE_NONE(f)    int64_t f;
 #define ZKW_MSTORE_GAUGE_BUILD(f)   int64_t f;
 #define ZKW_MSTORE_HISTOGRAM_OP(f)  struct zkw_histogram f[ZKW_OP_COUNT];
@@ -229,6 +252,9 @@ void zkw_metrics_init(void);
 int zkw_metrics_render(struct zkw_buf *out) __attribute__((warn_unused_result));
 /* Prints the Markdown table of every metric (name, type, labels, help). */
 void zkw_metrics_list_markdown(FILE *out);
+/* A reclaim or sweep step failed with ZooKeeper error zerr: counted by
+ * reason; returns the reason's label value (for logs and history). */
+const char *zkw_metrics_reclaim_failure(int zerr);
 /* The label value of a close class ("other" if out of range). */
 const char *zkw_close_class_name(int c);
 

@@ -12,6 +12,7 @@ void zkw_pending_init(struct zkw_pending *p) {
   p->cap = ZKW_PENDING_INLINE;
   p->head = p->count = 0;
   p->now = p->last_t0 = 0;
+  p->last_owned = NULL;
 }
 
 void zkw_pending_free(struct zkw_pending *p) {
@@ -23,7 +24,7 @@ struct zkw_pending_entry zkw_pending_at(const struct zkw_pending *p, uint32_t i)
   return p->ring[(p->head + i) & (p->cap - 1)];
 }
 
-int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) {
+int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void *owned) {
   if (p->count == p->cap) {
     if (p->cap >= (1u << 30)) return -ENOMEM;
     struct zkw_pending_entry *n = malloc(sizeof *n * p->cap * 2);
@@ -35,9 +36,21 @@ int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) {
     p->cap *= 2;
     p->head = 0;
   }
-  p->ring[(p->head + p->count) & (p->cap - 1)] = (struct zkw_pending_entry){xid, op, p->now};
+  p->ring[(p->head + p->count) & (p->cap - 1)] = (struct zkw_pending_entry){xid, op, p->now, owned};
   p->count++;
   return 0;
+}
+
+int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) {
+  return zkw_pending_push_owned(p, xid, op, NULL);
+}
+
+bool zkw_pending_has(const struct zkw_pending *p, int32_t xid, int32_t op, bool op_only) {
+  for (uint32_t i = 0; i < p->count; i++) {
+    struct zkw_pending_entry e = zkw_pending_at(p, i);
+    if (op_only ? e.op == op : e.xid == xid) return true;
+  }
+  return false;
 }
 
 int zkw_pending_match(struct zkw_pending *p, int32_t xid, int32_t *op, int32_t *expected) {
@@ -48,6 +61,7 @@ int zkw_pending_match(struct zkw_pending *p, int32_t xid, int32_t *op, int32_t *
     if (i > 0 && e.op != ZKW_OP_AUTH && e.op != ZKW_OP_SASL) return -1;
     *op = e.op;
     p->last_t0 = e.t0;
+    p->last_owned = e.owned;
     /* Close the gap: shift the i entries before it one step towards the tail. */
     for (uint32_t j = i; j > 0; j--)
       p->ring[(p->head + j) & (p->cap - 1)] = p->ring[(p->head + j - 1) & (p->cap - 1)];

@@ -7,16 +7,23 @@
  * server's network thread and may overtake: their entries may be matched out
  * of order. Pings (-2) and auth with xid -4 are counted by the session, not
  * queued, since their replies carry fixed xids. A small ring lives inside the
- * struct; it grows on the heap only for deep pipelines. */
+ * struct; it grows on the heap only for deep pipelines.
+ *
+ * An entry may be *owned*: a request zkwarden wrote itself on the session's
+ * upstream connection (zkw_inband.h). It is matched by position like any
+ * other; the match reports its owner so that the reply goes to zkwarden and
+ * never to the client. */
 #ifndef ZKW_PENDING_H
 #define ZKW_PENDING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct zkw_pending_entry {
   int32_t xid;
   int32_t op;
   uint64_t t0; /* when the request was read (ns, uv_hrtime), for latency metrics */
+  void *owned; /* NULL: the client's request; else zkwarden's own (zkw_inband) */
 };
 
 #define ZKW_PENDING_INLINE 8
@@ -28,12 +35,18 @@ struct zkw_pending {
   uint32_t count;
   uint64_t now;     /* t0 given to entries pushed: the session stamps it once per read batch */
   uint64_t last_t0; /* t0 of the entry the last successful zkw_pending_match removed */
+  void *last_owned; /* and its owner (NULL for the client's requests) */
   struct zkw_pending_entry inline_ring[ZKW_PENDING_INLINE];
 };
 
 void zkw_pending_init(struct zkw_pending *p);
 void zkw_pending_free(struct zkw_pending *p);
 int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) __attribute__((warn_unused_result));
+/* Pushes a request of zkwarden's own (owned != NULL). */
+int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void *owned)
+    __attribute__((warn_unused_result));
+/* True if an entry has this xid, or this opcode (op_only: xid ignored). */
+bool zkw_pending_has(const struct zkw_pending *p, int32_t xid, int32_t op, bool op_only);
 /* Matches a reply's xid. Returns 0 and the request's opcode in *op, having
  * removed the entry; -1 if the xid is not the oldest entry's nor that of an
  * auth/SASL request that may overtake. *expected gets the oldest xid (or 0). */

@@ -1,4 +1,12 @@
-/* zkw_reclaim.c: stale-lock decisions, reclaim at create/delete, sweeps. */
+/* zkw_reclaim.c: stale-lock decisions, reclaim at create/delete, sweeps.
+ *
+ * Every read and delete of a lock goes in-band (zkw_inband.h), on the
+ * JobManager session's own connection, so it has exactly the JobManager's
+ * rights under creator ACLs, digest, SASL and Kerberos. The registry session
+ * is used only to read other identities' records. A step that cannot do its
+ * work is logged at warn, counted in zkwarden_reclaim_failures_total and
+ * recorded in /v1/reclaims (step_failed); the JobManager then gets the reply
+ * it would have got. */
 #include "zkw_reclaim.h"
 
 #include <inttypes.h>
@@ -7,6 +15,7 @@
 
 #include "zkw_history.h"
 #include "zkw_identity.h"
+#include "zkw_inband.h"
 #include "zkw_lockrule.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
@@ -17,6 +26,7 @@
 #define SWEEP_WINDOW    8    /* registry reads in flight during a walk */
 #define SWEEP_SOON_MS   1000 /* after a new incarnation */
 #define SWEEP_WAIT_MS   20   /* while lock requests are still outstanding */
+#define SWEEP_NO_JM_MS  1000 /* while no JobManager session is attached to read with */
 
 /* One node that may be a stale lock. */
 struct lock_check {
@@ -51,6 +61,24 @@ static void fill_check(struct lock_check *c, const struct zkw_zk_result *r) {
   c->tag.original = (struct zkw_bytes){NULL, -1}; /* points into r: not kept */
 }
 
+/* A step that could not do its work (zerr: the ZooKeeper error it got):
+ * logged at warn with the path, counted by reason, recorded. c: the lock
+ * concerned, if known. */
+static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind, const char *step,
+                        const char *path, int zerr, const struct lock_check *c) {
+  const char *reason = zkw_metrics_reclaim_failure(zerr);
+  const char *what = zkw_history_kind_name(kind);
+  if (s)
+    zkw_slog(s, ZKW_LOG_WARN, "%s: cannot %s %s: %s (%s)", what, step, path, zkw_zk_error(zerr), reason);
+  else
+    zkw_log_warn("%s: cannot %s %s: %s (%s)", what, step, path, zkw_zk_error(zerr), reason);
+  char why[ZKW_HISTORY_TEXT_MAX];
+  snprintf(why, sizeof why, "failed (%s): cannot %s: %s", reason, step, zkw_zk_error(zerr));
+  bool known = c && c->tagged;
+  zkw_history_add(kind, path, why, c ? c->owner : 0, known ? c->tag.identity : NULL,
+                  known ? c->tag.incarnation : 0);
+}
+
 /* ---------------------------------------------------------------- reclaim */
 
 struct reclaim {
@@ -66,6 +94,10 @@ struct reclaim {
   bool deleting;
   int deleted;
 };
+
+static enum zkw_history_kind reclaim_kind(const struct reclaim *rc) {
+  return rc->is_create ? ZKW_HISTORY_RECLAIM_CREATE : ZKW_HISTORY_RECLAIM_DELETE;
+}
 
 static void reclaim_finish(struct reclaim *rc, bool replay) {
   struct zkw_session *s = rc->s;
@@ -102,6 +134,7 @@ static void delete_settled(struct reclaim *rc) {
 
 static void reclaim_decide(struct reclaim *rc) {
   struct zkw_session *s = rc->s;
+  if (s->phase == ZKW_PHASE_CLOSING) return reclaim_finish(rc, false);
   if (rc->blocked) {
     zkw_slog(s, ZKW_LOG_INFO, "%s %s: not reclaimed: %s is %s", rc->is_create ? "create" : "delete", rc->path,
              rc->blocked_path, rc->blocked);
@@ -114,7 +147,7 @@ static void reclaim_decide(struct reclaim *rc) {
     struct delete_arg *a = malloc(sizeof *a);
     if (!a) continue;
     *a = (struct delete_arg){rc, i};
-    if (zkw_zk_delete(rc->id->zk, rc->locks[i].path, rc->locks[i].version, reclaim_deleted, a) == ZOK)
+    if (zkw_inband_delete(s, rc->locks[i].path, rc->locks[i].version, reclaim_deleted, a) == 0)
       rc->pending++;
     else
       free(a);
@@ -134,11 +167,11 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
              ")",
              rc->is_create ? "create" : "delete", c->path, c->tag.identity, c->tag.incarnation,
              (uint64_t)c->owner);
-    zkw_history_add(rc->is_create ? ZKW_HISTORY_RECLAIM_CREATE : ZKW_HISTORY_RECLAIM_DELETE, c->path,
+    zkw_history_add(reclaim_kind(rc), c->path,
                     rc->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
                     c->tag.identity, c->tag.incarnation);
-  } else if (r->rc != ZNONODE) {
-    zkw_slog(rc->s, ZKW_LOG_WARN, "reclaim: cannot delete %s: %s", c->path, zkw_zk_error(r->rc));
+  } else {
+    step_failed(rc->s, reclaim_kind(rc), "delete the stale lock", c->path, r->rc, c);
   }
   delete_settled(rc);
 }
@@ -168,6 +201,9 @@ static void foreign_record_read(void *arg, const struct zkw_zk_result *r) {
   struct zkw_record rec;
   uint64_t current = 0;
   if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) current = rec.incarnation;
+  if (r->rc != ZOK && r->rc != ZNONODE)
+    step_failed(rc->s, reclaim_kind(rc), "read the registry record of the identity of", rc->locks[i].path,
+                r->rc, &rc->locks[i]);
   memset(&rec, 0, sizeof rec);
   check_done(rc, i, current);
 }
@@ -189,8 +225,10 @@ static void lock_read(struct reclaim *rc, int i, const struct zkw_zk_result *r) 
   }
   if (r->rc != ZOK) {
     c->why = "unreadable";
+    if (rc->s->phase != ZKW_PHASE_CLOSING || r->rc != ZCONNECTIONLOSS)
+      step_failed(rc->s, reclaim_kind(rc), "read the lock", c->path, r->rc, NULL);
     if (!rc->blocked) {
-      rc->blocked = "unreadable by zkwarden";
+      rc->blocked = "unreadable by the JobManager's session";
       snprintf(rc->blocked_path, sizeof rc->blocked_path, "%s", c->path);
     }
     if (--rc->pending == 0) reclaim_decide(rc);
@@ -225,13 +263,14 @@ static void lock_read_cb(void *arg, const struct zkw_zk_result *r) {
   lock_read(rc, i, r);
 }
 
+/* Reads every lock (a read that cannot be sent fails as a connection loss). */
 static void read_locks(struct reclaim *rc) {
   if (rc->count == 0) return reclaim_decide(rc);
   rc->pending = rc->count;
   for (int i = 0; i < rc->count; i++) {
     struct lock_read_arg *a = malloc(sizeof *a);
     if (a) *a = (struct lock_read_arg){rc, i};
-    if (!a || zkw_zk_get(rc->id->zk, rc->locks[i].path, false, lock_read_cb, a) != ZOK) {
+    if (!a || zkw_inband_get(rc->s, rc->locks[i].path, lock_read_cb, a) != 0) {
       free(a);
       struct zkw_zk_result fake = {.rc = ZCONNECTIONLOSS};
       lock_read(rc, i, &fake);
@@ -242,7 +281,11 @@ static void read_locks(struct reclaim *rc) {
 static void children_read(void *arg, const struct zkw_zk_result *r) {
   struct reclaim *rc = arg;
   if (r->rc == ZNONODE) return reclaim_finish(rc, true); /* the parent is gone: replay */
-  if (r->rc != ZOK) return reclaim_finish(rc, false);
+  if (r->rc != ZOK) {
+    if (rc->s->phase != ZKW_PHASE_CLOSING || r->rc != ZCONNECTIONLOSS)
+      step_failed(rc->s, reclaim_kind(rc), "list the locks under", rc->path, r->rc, NULL);
+    return reclaim_finish(rc, false);
+  }
   rc->locks = calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rc->locks);
   if (!rc->locks) return reclaim_finish(rc, false);
   for (int i = 0; i < r->child_count; i++) {
@@ -261,23 +304,9 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
   read_locks(rc);
 }
 
-static void synced(void *arg, const struct zkw_zk_result *r) {
-  struct reclaim *rc = arg;
-  (void)r;
-  if (rc->s->phase == ZKW_PHASE_CLOSING) return reclaim_finish(rc, false);
-  if (!rc->is_create) {
-    if (zkw_zk_children(rc->id->zk, rc->path, children_read, rc) != ZOK) reclaim_finish(rc, false);
-    return;
-  }
-  rc->locks = calloc(1, sizeof *rc->locks);
-  if (!rc->locks || !(rc->locks[0].path = strdup(rc->path))) return reclaim_finish(rc, false);
-  rc->count = 1;
-  read_locks(rc);
-}
-
 bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes path) {
   struct zkw_identity *id = &s->srv->identity;
-  if (!id->zk || !s->incarnation || s->incarnation != zkw_identity_current(id) || path.len <= 0 ||
+  if (!s->incarnation || s->incarnation != zkw_identity_current(id) || path.len <= 0 ||
       (size_t)path.len >= sizeof((struct reclaim *)0)->path)
     return false;
   struct reclaim *rc = calloc(1, sizeof *rc);
@@ -287,11 +316,27 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
   rc->is_create = is_create;
   memcpy(rc->path, path.p, (size_t)path.len);
   rc->path[path.len] = 0;
-  /* The registry session's server may lag the JobManager's: sync first. */
-  if (zkw_zk_sync(id->zk, rc->path, synced, rc) != ZOK) {
+  /* On the JobManager's own connection: no sync needed, it sees its writes. */
+  if (!is_create) {
+    if (zkw_inband_children(s, rc->path, children_read, rc) != 0) {
+      free(rc);
+      return false;
+    }
+    s->handles++;
+    return true;
+  }
+  rc->locks = calloc(1, sizeof *rc->locks);
+  struct lock_read_arg *a = malloc(sizeof *a);
+  if (!rc->locks || !a || !(rc->locks[0].path = strdup(rc->path)) ||
+      zkw_inband_get(s, rc->path, lock_read_cb, a) != 0) {
+    if (rc->locks) free(rc->locks[0].path);
+    free(rc->locks);
+    free(a);
     free(rc);
     return false;
   }
+  *a = (struct lock_read_arg){rc, 0};
+  rc->count = rc->pending = 1;
   s->handles++;
   return true;
 }
@@ -300,6 +345,8 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
 
 struct sweep {
   struct zkw_identity *id;
+  struct zkw_session *s; /* the JobManager session it reads and deletes on; NULL once lost */
+  int64_t session_id;
   char **queue; /* paths to list, FIFO */
   size_t qhead, qlen, qcap;
   struct lock_check *found; /* candidates */
@@ -325,6 +372,14 @@ static void schedule_periodic(struct zkw_identity *id) {
   if (every && !id->stopping) uv_timer_start(&id->sweep_timer, sweep_wait_cb, (uint64_t)every * 1000, 0);
 }
 
+/* The session of this identity's current incarnation, attached now. */
+static struct zkw_session *jm_session(struct zkw_identity *id) {
+  uint64_t current = zkw_identity_current(id);
+  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
+    if (s->phase == ZKW_PHASE_ACTIVE && s->incarnation && s->incarnation == current) return s;
+  return NULL;
+}
+
 static void sweep_free(struct sweep *sw) {
   for (size_t i = sw->qhead; i < sw->qlen; i++)
     free(sw->queue[i]);
@@ -333,15 +388,43 @@ static void sweep_free(struct sweep *sw) {
     free(sw->found[i].path);
   free(sw->found);
   struct zkw_identity *id = sw->id;
-  zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) deleted", id->srv->cfg->identity,
-               sw->visited, sw->deleted);
+  bool lost = !sw->s;
+  if (lost)
+    zkw_log_warn("identity %s: sweep cut short: the JobManager session closed (%zu node(s) visited, %d stale "
+                 "lock(s) deleted); it runs again once a JobManager session is attached",
+                 id->srv->cfg->identity, sw->visited, sw->deleted);
+  else
+    zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) deleted",
+                 id->srv->cfg->identity, sw->visited, sw->deleted);
+  if (sw->s) {
+    sw->s->handles--;
+    zkw_session_maybe_free(sw->s);
+  }
   free(sw);
   current_sweep = NULL;
   id->sweeping = false;
-  schedule_periodic(id);
+  if (lost && !id->stopping)
+    zkw_sweep_soon(id);
+  else
+    schedule_periodic(id);
   /* Sessions held back their lock requests during the deletes. */
   for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
+}
+
+/* A sweep step's result: false (and the sweep loses its session) when the
+ * JobManager session is gone, else counts a failure other than NONODE. */
+static bool sweep_result(struct sweep *sw, const char *step, const char *path, int zerr) {
+  if (!sw->s) return false;
+  if (sw->s->phase == ZKW_PHASE_CLOSING) {
+    if (zerr != ZOK) step_failed(NULL, ZKW_HISTORY_SWEEP, step, path, zerr, NULL);
+    sw->s->handles--;
+    zkw_session_maybe_free(sw->s);
+    sw->s = NULL;
+    return false;
+  }
+  if (zerr != ZOK && zerr != ZNONODE) step_failed(sw->s, ZKW_HISTORY_SWEEP, step, path, zerr, NULL);
+  return true;
 }
 
 static int push_path(struct sweep *sw, const char *path) {
@@ -371,10 +454,10 @@ static void sweep_lock_read(void *arg, const struct zkw_zk_result *r) {
   sw->inflight--;
   struct lock_check c = {.path = a->path};
   free(a);
-  if (r->rc == ZOK) {
+  if (sweep_result(sw, "read the lock", c.path, r->rc) && r->rc == ZOK) {
     fill_check(&c, r);
     if (c.tagged && strcmp(c.tag.identity, sw->id->srv->cfg->identity) == 0 &&
-        !not_stale(&c, 0, zkw_identity_current(sw->id))) {
+        !not_stale(&c, sw->session_id, zkw_identity_current(sw->id))) {
       if (sw->nfound == sw->capfound) {
         size_t cap = sw->capfound ? sw->capfound * 2 : 16;
         struct lock_check *f = realloc(sw->found, cap * sizeof *f);
@@ -394,8 +477,8 @@ static void sweep_children_read(void *arg, const struct zkw_zk_result *r) {
   struct sweep_read *a = arg;
   struct sweep *sw = a->sw;
   sw->inflight--;
-  if (r->rc == ZOK) {
-    for (int i = 0; i < r->child_count && sw->visited < SWEEP_MAX_NODES; i++) {
+  if (sweep_result(sw, "list the children of", a->path, r->rc) && r->rc == ZOK) {
+    for (int i = 0; i < r->child_count && sw->visited < SWEEP_MAX_NODES && sw->s; i++) {
       const char *name = r->children[i];
       size_t n = strlen(a->path) + strlen(name) + 2;
       char *child = malloc(n);
@@ -405,7 +488,7 @@ static void sweep_children_read(void *arg, const struct zkw_zk_result *r) {
       if (zkw_is_uuid((const uint8_t *)name, strlen(name))) {
         struct sweep_read *b = malloc(sizeof *b);
         if (b) *b = (struct sweep_read){sw, child};
-        if (b && zkw_zk_get(sw->id->zk, child, false, sweep_lock_read, b) == ZOK) {
+        if (b && zkw_inband_get(sw->s, child, sweep_lock_read, b) == 0) {
           sw->inflight++;
           continue;
         }
@@ -428,16 +511,16 @@ static void sweep_children_read(void *arg, const struct zkw_zk_result *r) {
 /* Lists queued paths, at most SWEEP_WINDOW reads in flight; when the walk
  * is over, goes on to the deletes. */
 static void sweep_pump(struct sweep *sw) {
-  if (sw->id->stopping) {
+  if (sw->id->stopping || !sw->s) {
     if (sw->inflight == 0) sweep_free(sw);
     return;
   }
-  while (sw->inflight < SWEEP_WINDOW && sw->qhead < sw->qlen) {
+  while (sw->inflight < SWEEP_WINDOW && sw->qhead < sw->qlen && sw->s) {
     char *path = sw->queue[sw->qhead];
     sw->queue[sw->qhead++] = NULL;
     struct sweep_read *a = malloc(sizeof *a);
     if (a) *a = (struct sweep_read){sw, path};
-    if (a && zkw_zk_children(sw->id->zk, path, sweep_children_read, a) == ZOK) {
+    if (a && zkw_inband_children(sw->s, path, sweep_children_read, a) == 0) {
       sw->inflight++;
     } else {
       free(a);
@@ -464,12 +547,13 @@ static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
   struct lock_check *c = &sw->found[sw->next];
   sw->inflight--;
   struct lock_check now = {.path = c->path};
+  if (!sweep_result(sw, "read the lock", c->path, r->rc)) return sweep_free(sw);
   if (r->rc == ZOK) fill_check(&now, r);
   /* Still the same node, still stale: delete exactly that version. */
   if (r->rc == ZOK && now.czxid == c->czxid && now.tagged &&
       strcmp(now.tag.identity, sw->id->srv->cfg->identity) == 0 &&
-      !not_stale(&now, 0, zkw_identity_current(sw->id)) &&
-      zkw_zk_delete(sw->id->zk, c->path, now.version, sweep_deleted, sw) == ZOK) {
+      !not_stale(&now, sw->session_id, zkw_identity_current(sw->id)) &&
+      zkw_inband_delete(sw->s, c->path, now.version, sweep_deleted, sw) == 0) {
     sw->inflight++;
     c->tag = now.tag;
     c->owner = now.owner;
@@ -483,6 +567,7 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
   struct sweep *sw = arg;
   struct lock_check *c = &sw->found[sw->next];
   sw->inflight--;
+  if (!sweep_result(sw, "delete the stale lock", c->path, r->rc)) return sweep_free(sw);
   if (r->rc == ZOK) {
     sw->deleted++;
     ZKW_METRIC_INC(stale_locks_swept);
@@ -490,6 +575,8 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
                  sw->id->srv->cfg->identity, c->path, c->tag.incarnation, (uint64_t)c->owner);
     zkw_history_add(ZKW_HISTORY_SWEEP, c->path, "stale lock of a superseded incarnation", c->owner,
                     c->tag.identity, c->tag.incarnation);
+  } else if (r->rc == ZNONODE) { /* gone before our delete: not by us */
+    step_failed(sw->s, ZKW_HISTORY_SWEEP, "delete the stale lock", c->path, r->rc, c);
   }
   sw->next++;
   sweep_delete_next(sw);
@@ -497,7 +584,7 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
 
 static void sweep_delete_next(struct sweep *sw) {
   struct zkw_identity *id = sw->id;
-  if (id->stopping || sw->next >= sw->nfound || !zkw_identity_current(id)) {
+  if (id->stopping || !sw->s || sw->next >= sw->nfound || !zkw_identity_current(id)) {
     sweep_free(sw);
     return;
   }
@@ -507,7 +594,7 @@ static void sweep_delete_next(struct sweep *sw) {
       uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_WAIT_MS, 0);
       return;
     }
-  if (zkw_zk_get(id->zk, sw->found[sw->next].path, false, sweep_reread, sw) == ZOK) {
+  if (zkw_inband_get(sw->s, sw->found[sw->next].path, sweep_reread, sw) == 0) {
     sw->inflight++;
     return;
   }
@@ -529,9 +616,18 @@ static void sweep_start(struct zkw_identity *id) {
   const struct zkw_config *cfg = id->srv->cfg;
   if (id->sweeping || id->stopping) return;
   if (!zkw_identity_current(id)) return schedule_periodic(id);
+  /* Reads and deletes go on the JobManager's session: wait for one. */
+  struct zkw_session *s = jm_session(id);
+  if (!s) {
+    uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_NO_JM_MS, 0);
+    return;
+  }
   struct sweep *sw = calloc(1, sizeof *sw);
   if (!sw) return;
   sw->id = id;
+  sw->s = s;
+  sw->session_id = s->session_id;
+  s->handles++; /* until the sweep ends or the session closes (sweep_result) */
   for (int i = 0; i < cfg->lock_roots.count; i++)
     if (push_path(sw, cfg->lock_roots.root[i]) != 0) break;
   id->sweeping = true;

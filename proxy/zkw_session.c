@@ -14,6 +14,7 @@
 
 #include "zkw_codec.h"
 #include "zkw_identity.h"
+#include "zkw_inband.h"
 #include "zkw_reclaim.h"
 #include "zkw_rewrite.h"
 #include "zkw_health.h"
@@ -104,6 +105,7 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   }
   zkw_identity_on_session_closed(s); /* orphan detection; leaves the identity's lists */
   s->phase = ZKW_PHASE_CLOSING;
+  zkw_inband_session_closed(s); /* zkwarden's own requests get a connection loss */
   zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
   uv_timer_stop(&s->timer);
@@ -434,6 +436,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   if (s->phase == ZKW_PHASE_CONNECTING) return on_connect_response(s, body, len);
   int32_t xid = (int32_t)zkw_load_be32(body);
   int32_t op = ZKW_OP_NOTIFICATION;
+  int rc;
   if (xid == ZKW_XID_PING) {
     if (!s->pings) goto unmatched;
     s->pings--;
@@ -452,16 +455,21 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
         goto unmatched;
       return ZKW_E_VALUE;
     }
+    if (s->pending.last_owned) { /* zkwarden's own request: consumed, never forwarded */
+      rc = zkw_inband_reply(s, s->pending.last_owned, body, len, op);
+      return rc < 0 ? rc : FRAME_DROP;
+    }
     zkw_metrics_latency(op, s->pending.now - s->pending.last_t0);
   }
   struct zkw_reply rep;
-  int rc = zkw_decode_reply(body, len, op, &rep);
+  rc = zkw_decode_reply(body, len, op, &rep);
   if (rc) {
     zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: %s (xid %d, %s)", zkw_strerror(rc), xid,
              zkw_op_name(op));
     return rc;
   }
   zkw_metrics_reply(op);
+  if (op != ZKW_OP_NOTIFICATION) zkw_inband_client_reply(s, op);
   if (xid < 0) return FRAME_FORWARD;
   if (s->barrier && xid == s->barrier_xid && op == s->barrier_op)
     return on_barrier_reply(s, &rep, frame, flen);
@@ -674,6 +682,10 @@ void zkw_session_reclaim_done(struct zkw_session *s, bool replay) {
     return;
   }
   zkw_session_resume(s);
+}
+
+int zkw_session_send_upstream(struct zkw_session *s, const uint8_t *frame, size_t len) {
+  return side_send(&s->upstream, frame, len);
 }
 
 void zkw_session_upstream_ready(struct zkw_session *s) {

@@ -104,6 +104,10 @@ struct zkw_session {
   bool processing;              /* inside process(): resume afterwards, not now */
   bool resume_pending;
 
+  /* zkwarden's own requests on this connection (zkw_inband.c). */
+  struct zkw_inband *inband; /* NULL until the first one */
+  bool inband_ok;            /* the client has had a reply other than SASL: its SASL is over */
+
   int handles; /* open handles and requests; freed when it reaches 0 while closing */
 };
 
@@ -112,6 +116,11 @@ void zkw_session_resume(struct zkw_session *s);
 /* The reclaim for the barrier request ended: replay it (the JobManager gets
  * the replay's reply) or forward the withheld reply. */
 void zkw_session_reclaim_done(struct zkw_session *s, bool replay);
+
+/* Writes a frame of zkwarden's own to the upstream (zkw_inband.c). Returns 0
+ * or a negative libuv error. */
+int zkw_session_send_upstream(struct zkw_session *s, const uint8_t *frame, size_t len)
+    __attribute__((warn_unused_result));
 
 /* Takes a new client connection from the listener. */
 void zkw_session_accept(struct zkw_server *srv);

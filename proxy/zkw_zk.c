@@ -37,6 +37,7 @@ struct zkw_zk {
   int negotiated;
   int outstanding; /* operations whose callback has not run yet (loop thread only) */
   bool closing;    /* close the uv handle once the last one has run */
+  bool enforced_logged;
 };
 
 static void push(struct zkw_zk *zk, struct zk_op *op) {
@@ -60,6 +61,19 @@ static void free_result(struct zkw_zk_result *r) {
 }
 
 static int open_handle(struct zkw_zk *zk);
+
+/* The server closed the session for want of authentication: say which
+ * server setting does it and what zkwarden can do about it, once. */
+static void enforced_auth(struct zkw_zk *zk) {
+  if (zk->enforced_logged) return;
+  zk->enforced_logged = true;
+  zkw_log_error("the ensemble requires authentication (zookeeper.enforce.auth.enabled=true) with a scheme "
+                "zkwarden's own session lacks (zookeeper.enforce.auth.schemes): %s; zkwarden's registry and "
+                "fencing sessions can authenticate with digest only (ZKWARDEN_REGISTRY_AUTH), not SASL: add "
+                "digest to zookeeper.enforce.auth.schemes, or run with ZKWARDEN_MODE=relay",
+                zk->auth ? "digest was sent, so the server requires SASL"
+                         : "ZKWARDEN_REGISTRY_AUTH is not set, so nothing was sent");
+}
 
 static void drain(uv_async_t *h) {
   struct zkw_zk *zk = h->data;
@@ -88,6 +102,7 @@ static void drain(uv_async_t *h) {
       free(op->ev_path);
     } else {
       zk->outstanding--;
+      if (op->r.rc == ZSESSIONCLOSEDREQUIRESASLAUTH) enforced_auth(zk);
       op->cb(op->arg, &op->r);
       free_result(&op->r);
     }

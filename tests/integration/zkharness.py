@@ -116,7 +116,7 @@ class ZkServer:
 
     def __init__(self, workdir, tick_ms=500, min_session_ms=1000,
                  max_session_ms=30000, extra_cfg=None,
-                 four_letter_words="srvr,ruok,stat", jvm_args=()):
+                 four_letter_words="srvr,ruok,stat", jvm_args=(), sysprops=None, jaas=None):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.datadir = self.dir / "data"
@@ -128,6 +128,14 @@ class ZkServer:
         self.starts = 0
         self.paused = False
         self.jvm_args = list(jvm_args)  # e.g. FAST_START_JVM for tests that restart servers
+        # Java system properties (-Dk=v), e.g. the SASL authProvider or
+        # zookeeper.enforce.auth.enabled; jaas: the text of a JAAS file
+        # (a Server section) the server is started with.
+        self.sysprops = dict(sysprops or {})
+        if jaas is not None:
+            self.jaas = self.dir / "jaas.conf"
+            self.jaas.write_text(jaas)
+            self.sysprops["java.security.auth.login.config"] = str(self.jaas)
         lines = [
             "tickTime=%d" % tick_ms,
             "minSessionTimeout=%d" % min_session_ms,
@@ -153,7 +161,8 @@ class ZkServer:
         cp = ZK_CLASSPATH
         if os.path.exists(ZK_LOG_BINDING):
             cp += ":" + ZK_LOG_BINDING
-        cmd = ["java"] + self.jvm_args + ["-Dzookeeper.extendedTypesEnabled=true",
+        props = ["-D%s=%s" % kv for kv in sorted(self.sysprops.items())]
+        cmd = ["java"] + self.jvm_args + props + ["-Dzookeeper.extendedTypesEnabled=true",
                # Containers are checked every second, not every minute.
                "-Dznode.container.checkIntervalMs=1000",
                "-Dorg.slf4j.simpleLogger.showDateTime=true",

@@ -35,6 +35,31 @@ static void test_pending_in_order(void) {
   zkw_pending_free(&p);
 }
 
+/* zkwarden's own requests sit in the ring between the client's, are matched
+ * by position and report their owner; the client's report none. */
+static void test_pending_owned_entries(void) {
+  struct zkw_pending p;
+  int32_t op, expected;
+  int mine;
+  zkw_pending_init(&p);
+  ASSERT_EQ(zkw_pending_push(&p, 7, ZKW_OP_DELETE), 0);
+  ASSERT_EQ(zkw_pending_push_owned(&p, 0x7fff0000, ZKW_OP_GET_CHILDREN, &mine), 0);
+  ASSERT_EQ(zkw_pending_push(&p, 8, ZKW_OP_GET_DATA), 0);
+  ASSERT_TRUE(zkw_pending_has(&p, 0x7fff0000, 0, false));
+  ASSERT_TRUE(zkw_pending_has(&p, 0, ZKW_OP_GET_DATA, true));
+  ASSERT_TRUE(!zkw_pending_has(&p, 0, ZKW_OP_SASL, true));
+  ASSERT_EQ(zkw_pending_match(&p, 0x7fff0000, &op, &expected), -1); /* not before the client's 7 */
+  ASSERT_EQ(zkw_pending_match(&p, 7, &op, &expected), 0);
+  ASSERT_TRUE(p.last_owned == NULL);
+  ASSERT_EQ(zkw_pending_match(&p, 0x7fff0000, &op, &expected), 0);
+  ASSERT_TRUE(p.last_owned == &mine);
+  ASSERT_EQ(op, ZKW_OP_GET_CHILDREN);
+  ASSERT_EQ(zkw_pending_match(&p, 8, &op, &expected), 0);
+  ASSERT_TRUE(p.last_owned == NULL);
+  ASSERT_TRUE(!zkw_pending_has(&p, 0x7fff0000, 0, false));
+  zkw_pending_free(&p);
+}
+
 static void test_pending_out_of_order_is_refused(void) {
   struct zkw_pending p;
   int32_t op = -99, expected;
@@ -244,6 +269,7 @@ int main(void) {
   RUN(test_session_struct_size);
   RUN(test_pending_in_order);
   RUN(test_pending_out_of_order_is_refused);
+  RUN(test_pending_owned_entries);
   RUN(test_pending_auth_and_sasl_may_overtake);
   RUN(test_pending_grows_and_wraps);
   RUN(test_buf_pool_reuses_chunks);

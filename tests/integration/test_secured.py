@@ -1,0 +1,459 @@
+"""Reclaim on secured ensembles (issue 13): the drill scenarios that reclaim,
+with the JobManager authenticated and creating every node with Flink's
+`high-availability.zookeeper.client.acl: creator`, in four modes:
+
+  open      no authentication, open ACLs (the baseline of the other three)
+  digest    addAuth digest jm:<password>, creator ACL (digest:jm:...)
+  sasl      SASL DIGEST-MD5 against a server with a JAAS Server section, creator ACL
+  kerberos  SASL GSSAPI with a real MIT KDC in a temp dir (krbrealm.py), creator ACL
+
+The JobManager stand-ins are kazoo clients with Flink's requests, as in
+test_identity.py. A stale lock (a live session of the same principal holding
+a lock tagged with an older incarnation, or one the ensemble forgot) is left
+under a subsumed checkpoint; the JobManager's deletes must succeed through
+zkwarden (0 leaks) and get NOTEMPTY direct (the leak). With zkwarden's reads
+and deletes on its own registry session (before in-band reclaim), the
+creator-ACL modes leaked too: the registry session cannot read the locks.
+"""
+
+import itertools
+import json
+import os
+import uuid
+
+import pytest
+from kazoo.exceptions import NoAuthError, NotEmptyError
+from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
+
+import krbrealm
+from zkharness import HOST, ZkServer, wait_until
+
+MODES = ["open", "digest", "sasl", "kerberos"]
+JM_USER, JM_PASSWORD = "jm", "jm-secret"
+OTHER_USER, OTHER_PASSWORD = "other", "other-secret"
+_SEQ = itertools.count(1)
+
+SASL_PROVIDER = {"zookeeper.authProvider.1": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"}
+DIGEST_JAAS = """Server {
+  org.apache.zookeeper.server.auth.DigestLoginModule required
+  user_%s="%s"
+  user_%s="%s";
+};
+""" % (JM_USER, JM_PASSWORD, OTHER_USER, OTHER_PASSWORD)
+# Behind a sidecar every client dials 127.0.0.1: the server's principal is
+# the name kazoo's GSSAPI asks for there (zookeeper@127.0.0.1, no DNS).
+ZK_SERVICE = "zookeeper/%s" % HOST
+
+
+def new_uuid():
+    return str(uuid.uuid4())
+
+
+def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
+    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
+        identity.encode(), incarnation, session, original)
+
+
+class Secured:
+    """One ZooKeeper server set up for a mode, and how a JobManager (or
+    another principal) authenticates to it."""
+
+    def __init__(self, mode, workdir, realm=None, sysprops=None):
+        self.mode = mode
+        self.realm = realm
+        self.dir = workdir
+        kw = {}
+        if mode == "sasl":
+            kw = {"sysprops": dict(SASL_PROVIDER), "jaas": DIGEST_JAAS}
+        elif mode == "kerberos":
+            principal, keytab = realm.principal(ZK_SERVICE)
+            self.jm_principal, self.jm_keytab = realm.principal(JM_USER)
+            self.other_principal, self.other_keytab = realm.principal(OTHER_USER)
+            props = dict(SASL_PROVIDER)
+            props["java.security.krb5.conf"] = str(realm.krb5_conf)
+            jaas = ("Server {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+                    "  keyTab=\"%s\"\n  storeKey=true\n  useTicketCache=false\n  principal=\"%s\";\n};\n"
+                    % (keytab, principal))
+            kw = {"sysprops": props, "jaas": jaas}
+        if sysprops:
+            kw["sysprops"] = dict(kw.get("sysprops", {}), **sysprops)
+        self.zk = ZkServer(workdir / "zk", **kw)
+
+    def start(self):
+        self.zk.start()
+        return self
+
+    @property
+    def acl(self):
+        return OPEN_ACL_UNSAFE if self.mode == "open" else CREATOR_ALL_ACL
+
+    def client(self, kazoo_factory, hostport, who="jm", **kw):
+        """A kazoo client authenticated as `who` ("jm" or "other"), creating
+        every node with the mode's ACL (Flink: client.acl: creator)."""
+        user, password = (JM_USER, JM_PASSWORD) if who == "jm" else (OTHER_USER, OTHER_PASSWORD)
+        if self.mode == "digest":
+            kw["auth_data"] = [("digest", "%s:%s" % (user, password))]
+        elif self.mode == "sasl":
+            kw["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+        elif self.mode == "kerberos":
+            # The GSSAPI library reads the credential cache from the environment.
+            principal, keytab = ((self.jm_principal, self.jm_keytab) if who == "jm"
+                                 else (self.other_principal, self.other_keytab))
+            ccache = self.dir / ("%s.ccache" % who)
+            self.realm.kinit(principal, keytab, ccache)
+            os.environ["KRB5CCNAME"] = "FILE:%s" % ccache
+            kw["sasl_options"] = {"mechanism": "GSSAPI", "service": "zookeeper"}
+        return kazoo_factory(hostport, default_acl=self.acl, **kw)
+
+
+@pytest.fixture(scope="module")
+def realm(tmp_path_factory):
+    if not krbrealm.available():
+        pytest.skip("MIT Kerberos (krb5-kdc, krb5-admin-server, krb5-user) is not installed: "
+                    "deploy/install-deps.sh")
+    saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
+    r = krbrealm.Realm(tmp_path_factory.mktemp("krb5"))
+    try:
+        r.start()
+        os.environ["KRB5_CONFIG"] = str(r.krb5_conf)  # for python-kerberos in this process
+        yield r
+    finally:
+        r.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module", params=MODES)
+def secured(request, tmp_path_factory):
+    mode = request.param
+    realm = request.getfixturevalue("realm") if mode == "kerberos" else None
+    sec = Secured(mode, tmp_path_factory.mktemp("secured-%s" % mode), realm)
+    try:
+        sec.start()
+        yield sec
+    finally:
+        sec.zk.stop()
+
+
+def sidecar(secured, zkwarden_factory, **env):
+    """A sidecar in front of the mode's server, with an identity of its own."""
+    identity = "sec-%s-%d-%d" % (secured.mode, os.getpid(), next(_SEQ))
+    full = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    full.update({k: str(v) for k, v in env.items()})
+    return zkwarden_factory.start(secured.zk, extra_env=full), identity
+
+
+def spy_zxids(client):
+    """Records the zxid of every reply header the kazoo client reads."""
+    seen = []
+    conn = client._connection
+    read = conn._read_header
+
+    def spy(timeout):
+        header, buf, offset = read(timeout)
+        if header.zxid > 0:
+            seen.append(header.zxid)
+        return header, buf, offset
+    conn._read_header = spy
+    return seen
+
+
+def assert_no_failures(proxy):
+    failures = {k: v for k, v in proxy.metrics().items() if k.startswith("zkwarden_reclaim_failures_total")}
+    assert failures and not any(failures.values()), failures
+
+
+def checkpoint(mode, layout):
+    state = "/flink/sec-%s-%s/checkpoints/%s/%019d" % (mode, new_uuid()[:8], "b" * 32, 7)
+    return state, (state if layout == "1.7" else state + "/locks")
+
+
+# ------------------------------------------------------------ restart with stale locks
+
+@pytest.mark.zkwarden
+def test_restart_with_stale_locks(secured, zkwarden_factory, kazoo_factory):
+    """The JobManager restarts while its old session is alive and holds a lock
+    on a checkpoint the new one subsumes: fenced, then deleted (both layouts)."""
+    proxy, _ = sidecar(secured, zkwarden_factory)
+    old = secured.client(kazoo_factory, proxy.hostport)
+    paths = []
+    for layout in ("1.7", "1.15"):
+        state, locks = checkpoint(secured.mode, layout)
+        old.create(state, b"handle", makepath=True)
+        if layout == "1.15":
+            old.create(locks)
+        old.create("%s/%s" % (locks, new_uuid()), b"127.0.0.1", ephemeral=True)
+        paths.append((layout, state, locks))
+    new = secured.client(kazoo_factory, proxy.hostport)  # the restarted JobManager
+    for layout, state, locks in paths:
+        mine = "%s/%s" % (locks, new_uuid())
+        new.create(mine, b"127.0.0.1", ephemeral=True)
+        new.delete(mine)
+        new.delete(locks)
+        if layout == "1.15":
+            new.delete(state)
+        assert new.exists(state) is None, "leaked: %s" % state
+    assert proxy.metric("zkwarden_fences_total") == 1
+    assert_no_failures(proxy)
+
+
+# ------------------------------------------------------------ reclaim at delete
+
+@pytest.mark.parametrize("kind", ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)])
+@pytest.mark.parametrize("layout", ["1.7", "1.15"])
+def test_reclaim_at_delete(kind, layout, secured, zkwarden_factory, kazoo_factory):
+    """A live session of the JobManager's principal that zkwarden cannot fence
+    (a tagged lock of an older incarnation) blocks the subsumed checkpoint's
+    delete with NOTEMPTY: direct it leaks; through zkwarden the stale lock is
+    deleted in-band, with the JobManager's rights, and the delete replayed."""
+    proxy, identity = sidecar(secured, zkwarden_factory) if kind == "zkwarden" else (None, "jm-0")
+    hostport = proxy.hostport if proxy else secured.zk.hostport
+    state, locks = checkpoint(secured.mode, layout)
+    old = secured.client(kazoo_factory, secured.zk.hostport)
+    old.create(state, b"handle", makepath=True)
+    if layout == "1.15":
+        old.create(locks)
+    stale = "%s/%s" % (locks, new_uuid())
+    old.create(stale, forged_tag(identity, 0), ephemeral=True)
+    if secured.mode != "open":  # readable and deletable by the JobManager's principal only
+        assert [a.id.scheme for a in old.get_acls(stale)[0]] == [{"digest": "digest"}.get(secured.mode, "sasl")]
+
+    jm = secured.client(kazoo_factory, hostport)
+    zxids = spy_zxids(jm)
+    mine = "%s/%s" % (locks, new_uuid())
+    jm.create(mine, b"127.0.0.1", ephemeral=True)
+    jm.delete(mine)
+    if kind == "direct":
+        with pytest.raises(NotEmptyError):
+            jm.delete(locks)
+        assert jm.exists(stale)
+        return
+    jm.delete(locks)
+    if layout == "1.15":
+        jm.delete(state)
+    assert jm.exists(state) is None, "leaked: %s" % state
+    assert old.connected  # only its stale lock went, not its session
+    assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
+    assert_no_failures(proxy)
+    # The in-band reads and deletes' replies were consumed: what the client
+    # saw never went backwards.
+    assert zxids == sorted(zxids), zxids
+    # The JobManager's session did the work: nothing went through the registry.
+    history = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
+    assert [e["path"] for e in history if e["kind"] == "reclaim_at_delete"] == [stale]
+
+
+# ------------------------------------------------------------ reclaim at create
+
+@pytest.mark.zkwarden
+def test_reclaim_at_create(secured, zkwarden_factory, kazoo_factory):
+    """The new session re-creates its store's lock while a stale one of the
+    same name exists: without zkwarden Flink takes NODEEXISTS as "held" and
+    the lock vanishes later; through zkwarden the stale one is replaced."""
+    proxy, identity = sidecar(secured, zkwarden_factory)
+    state, locks = checkpoint(secured.mode, "1.15")
+    old = secured.client(kazoo_factory, secured.zk.hostport)
+    old.create(locks, b"", makepath=True)
+    lock = "%s/%s" % (locks, new_uuid())
+    old.create(lock, forged_tag(identity, 0), ephemeral=True)
+    jm = secured.client(kazoo_factory, proxy.hostport)
+    zxids = spy_zxids(jm)
+    jm.create(lock, b"127.0.0.1", ephemeral=True)
+    assert jm.exists(lock).ephemeralOwner == jm.client_id[0]
+    assert jm.get(lock)[0] == b"127.0.0.1"
+    assert proxy.metric("zkwarden_reclaims_at_create_total") == 1
+    assert_no_failures(proxy)
+    assert zxids == sorted(zxids), zxids
+
+
+# ------------------------------------------------------------ sweep
+
+@pytest.mark.zkwarden
+def test_sweep_of_a_leftover_lock(secured, zkwarden_factory, kazoo_factory):
+    """A stale lock the ensemble failed to remove: swept in-band."""
+    proxy, identity = sidecar(secured, zkwarden_factory, ZKWARDEN_SWEEP_INTERVAL_S=1)
+    state, locks = checkpoint(secured.mode, "1.15")
+    ghost = secured.client(kazoo_factory, secured.zk.hostport)
+    orphan = "%s/%s" % (locks, new_uuid())
+    ghost.create(orphan, forged_tag(identity, 0), ephemeral=True, makepath=True)
+    jm = secured.client(kazoo_factory, proxy.hostport)
+    jm.create("/flink/sec-latch-%s" % new_uuid(), b"", ephemeral=True)  # acts as the JobManager
+    wait_until(lambda: jm.exists(orphan) is None, 20, what="the sweep to delete %s" % orphan)
+    jm.delete(locks)
+    jm.delete(state)
+    assert proxy.metric("zkwarden_stale_locks_swept_total") == 1
+    assert_no_failures(proxy)
+
+
+# ------------------------------------------------------------ no silent failure
+
+@pytest.mark.zkwarden
+def test_lock_the_jobmanager_cannot_read_is_a_visible_failure(secured, zkwarden_factory, kazoo_factory):
+    """A stale-looking lock created by another principal with a creator ACL:
+    the JobManager itself may not read it, so zkwarden cannot tell or delete
+    it. The JobManager gets its NOTEMPTY, and the failure is logged at warn,
+    counted by reason and shown in /v1/reclaims."""
+    if secured.mode == "open":
+        pytest.skip("open ACLs: every lock is readable")
+    proxy, identity = sidecar(secured, zkwarden_factory)
+    state, locks = checkpoint(secured.mode, "1.15")
+    jm = secured.client(kazoo_factory, proxy.hostport)
+    jm.create(locks, b"", makepath=True, acl=OPEN_ACL_UNSAFE)
+    other = secured.client(kazoo_factory, secured.zk.hostport, who="other")
+    foreign = "%s/%s" % (locks, new_uuid())
+    other.create(foreign, forged_tag(identity, 0), ephemeral=True)
+    with pytest.raises(NoAuthError):
+        jm.get(foreign)
+    with pytest.raises(NotEmptyError):
+        jm.delete(locks)
+    assert other.exists(foreign)
+    assert proxy.metric('zkwarden_reclaim_failures_total{reason="noauth"}') == 1
+    assert "reclaim_at_delete: cannot read the lock %s: not authenticated (noauth)" % foreign in proxy.stderr()
+    history = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
+    assert any(e["path"] == foreign and e["reason"].startswith("failed (noauth)") for e in history), history
+
+
+# ------------------------------------------------------------ SASL through the sidecar, Java
+
+def run_jm(java_classes, hostport, lock, jaas_text, workdir, *props):
+    """SecuredJm (Curator, creator ACL) with a JAAS Client section; returns
+    (exit status, its last output line)."""
+    from zkharness import run_bounded
+    jaas = workdir / ("client-%d.jaas" % next(_SEQ))
+    jaas.write_text(jaas_text)
+    cmd = java_classes.cmd("SecuredJm", hostport, lock)
+    cmd = cmd[:3] + ["-Djava.security.auth.login.config=%s" % jaas] + list(props) + cmd[3:]
+    rc, out, err = run_bounded(cmd, 90)
+    lines = out.strip().splitlines()
+    return rc, (lines[-1] if lines else err[-2000:])
+
+
+@pytest.mark.zkwarden
+def test_curator_sasl_digest_through_the_sidecar(secured, zkwarden_factory, java_classes, tmp_path):
+    """A Curator JobManager with a JAAS Client section (DIGEST-MD5): its SASL
+    exchange is relayed untouched and its locks carry its own identity."""
+    if secured.mode != "sasl":
+        pytest.skip("SASL DIGEST-MD5 server only")
+    proxy, _ = sidecar(secured, zkwarden_factory)
+    client = ('Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
+              '  username="%s"\n  password="%s";\n};\n' % (JM_USER, JM_PASSWORD))
+    lock = "/flink/sec-curator/%s" % new_uuid()
+    rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path)
+    assert rc == 0 and line == "ok sasl:%s" % JM_USER, line
+    wrong = client.replace(JM_PASSWORD, "not-the-password")
+    rc, line = run_jm(java_classes, proxy.hostport, lock + "-2", wrong, tmp_path)
+    assert rc != 0, line  # a failed SASL exchange reaches the client as it would direct
+
+
+@pytest.mark.zkwarden
+def test_kerberos_jobmanager_behind_a_sidecar_needs_the_server_principal(realm, zkwarden_factory,
+                                                                          java_classes, tmp_path):
+    """The Java client asks for a ticket for zookeeper/<canonical name of the
+    address it dials>: behind a sidecar that is the sidecar's loopback
+    address, not the server's name. Without -Dzookeeper.server.principal the
+    JobManager cannot authenticate; with it (Flink: env.java.opts) it can."""
+    server_principal, keytab = realm.principal("zookeeper/zk-0.zk.example")
+    jm_principal, jm_keytab = realm.principal("jm-curator")
+    props = dict(SASL_PROVIDER)
+    props["java.security.krb5.conf"] = str(realm.krb5_conf)
+    jaas = ("Server {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+            "  keyTab=\"%s\"\n  storeKey=true\n  useTicketCache=false\n  principal=\"%s\";\n};\n"
+            % (keytab, server_principal))
+    zk = ZkServer(tmp_path / "zk", sysprops=props, jaas=jaas)
+    try:
+        zk.start()
+        proxy = zkwarden_factory.start(zk, extra_env={"ZKWARDEN_MODE": "sidecar",
+                                                      "ZKWARDEN_IDENTITY": "sec-krb-%d" % os.getpid()})
+        client = ("Client {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+                  "  keyTab=\"%s\"\n  storeKey=false\n  useTicketCache=false\n  doNotPrompt=true\n"
+                  "  principal=\"%s\";\n};\n" % (jm_keytab, jm_principal))
+        krb5 = "-Djava.security.krb5.conf=%s" % realm.krb5_conf
+        lock = "/flink/sec-krb/%s" % new_uuid()
+        rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path, krb5)
+        assert rc != 0, "authenticated without zookeeper.server.principal: %s" % line
+        print("without zookeeper.server.principal: %s" % line)
+        rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path, krb5,
+                          "-Dzookeeper.server.principal=%s" % server_principal)
+        assert rc == 0 and line == "ok sasl:%s" % jm_principal, line
+    finally:
+        zk.stop()
+
+
+# ------------------------------------------------------------ enforced authentication
+
+ENFORCE = {"zookeeper.enforce.auth.enabled": "true"}
+REGISTRY_AUTH = "zkwarden:registry-secret"
+
+
+def ready(proxy):
+    try:
+        return proxy.admin_get("/readyz")[0] == 200
+    except OSError:  # the admin endpoint is not listening yet
+        return False
+
+
+def restart_with_a_stale_lock(sec, proxy, kazoo_factory):
+    """The old JobManager session holds a lock; a new one subsumes the
+    checkpoint. Returns the new session's client, the checkpoint's locks
+    path and the old lock."""
+    state, locks = checkpoint(sec.mode, "1.15")
+    old = sec.client(kazoo_factory, proxy.hostport)
+    old.create(locks, b"", makepath=True)
+    old_lock = old.create("%s/%s" % (locks, new_uuid()), b"127.0.0.1", ephemeral=True)
+    return sec.client(kazoo_factory, proxy.hostport), locks, old_lock
+
+
+@pytest.mark.zkwarden
+def test_enforced_digest_auth(zkwarden_factory, kazoo_factory, tmp_path):
+    """zookeeper.enforce.auth.enabled=true, schemes=digest: the server closes
+    every connection that has not authenticated. The registry session and
+    fences authenticate with ZKWARDEN_REGISTRY_AUTH first and work; without
+    it zkwarden says which server setting stops it (and nothing is fenced)."""
+    sec = Secured("digest", tmp_path, sysprops=dict(ENFORCE, **{"zookeeper.enforce.auth.schemes": "digest"}))
+    sec.start()
+    try:
+        bare, _ = sidecar(sec, zkwarden_factory)
+        wait_until(lambda: "zookeeper.enforce.auth.enabled=true" in bare.stderr(), 20,
+                   what="the enforced-auth error")
+        assert "ZKWARDEN_REGISTRY_AUTH is not set" in bare.stderr()
+        new, locks, _ = restart_with_a_stale_lock(sec, bare, kazoo_factory)
+        with pytest.raises(NotEmptyError):  # not fenced: the old lock stays
+            new.delete(locks)
+        assert bare.metric("zkwarden_fences_total") == 0
+
+        proxy, _ = sidecar(sec, zkwarden_factory, ZKWARDEN_REGISTRY_AUTH=REGISTRY_AUTH)
+        wait_until(lambda: ready(proxy), 20, what="the sidecar to be ready")
+        new, locks, old_lock = restart_with_a_stale_lock(sec, proxy, kazoo_factory)
+        # The fence closed the old session before the new one was forwarded:
+        # its lock went with it (not the in-band reclaim or sweep, which would
+        # also remove it).
+        assert new.exists(old_lock) is None
+        new.delete(locks)
+        assert proxy.metric("zkwarden_fences_total") == 1
+        assert proxy.metric("zkwarden_reclaims_at_delete_total") == 0
+        assert proxy.metric("zkwarden_stale_locks_swept_total") == 0
+        assert "zookeeper.enforce.auth" not in proxy.stderr()
+        assert REGISTRY_AUTH.split(":")[1] not in proxy.stderr()
+    finally:
+        sec.zk.stop()
+
+
+@pytest.mark.zkwarden
+def test_enforced_sasl_auth_is_reported_at_start(zkwarden_factory, kazoo_factory, tmp_path):
+    """schemes=sasl: zkwarden's own sessions cannot do SASL (libzookeeper_mt
+    has none). It says so at start, naming the server setting; the
+    JobManager's own SASL session is still relayed."""
+    sec = Secured("sasl", tmp_path, sysprops=dict(ENFORCE, **{"zookeeper.enforce.auth.schemes": "sasl"}))
+    sec.start()
+    try:
+        proxy, _ = sidecar(sec, zkwarden_factory, ZKWARDEN_REGISTRY_AUTH=REGISTRY_AUTH)
+        wait_until(lambda: "so the server requires SASL" in proxy.stderr(), 20, what="the enforced-SASL error")
+        assert "zookeeper.enforce.auth.schemes" in proxy.stderr()
+        wait_until(lambda: proxy.admin_get("/readyz")[0] == 503, 10, what="/readyz to answer 503")
+        jm = sec.client(kazoo_factory, proxy.hostport)
+        jm.create("/flink/sec-enforced/%s" % new_uuid(), b"x", makepath=True)
+    finally:
+        sec.zk.stop()
