@@ -5,10 +5,10 @@
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
-            libzookeeper-mt-dev libuv1-dev uuid-dev node-llhttp)
+            libzookeeper-mt-dev libuv1-dev uuid-dev node-llhttp libssl-dev)
 test_pkgs=(zookeeper zookeeper-bin python3 python3-kazoo python3-pytest
            default-jdk-headless libcurator-framework-java libcurator-recipes-java
-           curl procps valgrind python3-yaml haproxy gnuplot-nox strace)
+           curl procps valgrind python3-yaml haproxy gnuplot-nox strace openssl)
 
 want=("${build_pkgs[@]}")
 case "${1:-all}" in
