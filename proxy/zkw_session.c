@@ -769,9 +769,20 @@ void zkw_session_accept(struct zkw_server *srv) {
     return;
   }
   s->client.connected = true;
-  ZKW_METRIC_INC(connections_accepted);
+  if (srv->internal) {
+    /* zkwarden's own session through the internal relay: not a client. */
+    uv_unref((uv_handle_t *)&s->client.tcp);
+    uv_unref((uv_handle_t *)&s->timer);
+  } else {
+    ZKW_METRIC_INC(connections_accepted);
+  }
   uv_tcp_nodelay(&s->client.tcp, 1);
   format_peer(&s->client.tcp, s->peer, sizeof s->peer);
+  if (srv->internal) {
+    char port[sizeof s->peer - 16];
+    snprintf(port, sizeof port, "%s", s->peer);
+    snprintf(s->peer, sizeof s->peer, "internal/%s", port); /* in its log lines */
+  }
   zkw_slog(s, ZKW_LOG_DEBUG, "accepted");
   start_reading(&s->client);
   uv_timer_start(&s->timer, handshake_timeout_cb, srv->cfg->handshake_timeout_ms, 0);

@@ -39,6 +39,7 @@ struct file_id {
 
 static struct {
   const struct zkw_config *cfg;
+  bool on;      /* ZKWARDEN_UPSTREAM_TLS=on: every upstream connection is TLS, whatever happens */
   SSL_CTX *ctx; /* for new connections; each SSL holds its own reference */
   uv_timer_t poll;
   bool polling;
@@ -50,7 +51,7 @@ static struct {
 static uint8_t read_buf[ZKW_TLS_READ_BUF];
 
 bool zkw_tls_enabled(void) {
-  return t.ctx != NULL;
+  return t.on;
 }
 
 /* OpenSSL's queued errors as one line (and the queue emptied). */
@@ -205,6 +206,7 @@ int zkw_tls_start(uv_loop_t *loop, const struct zkw_config *cfg) {
     return 0;
   }
   char err[768];
+  t.on = true;
   stat_files(t.files);
   t.ctx = build_ctx(err, sizeof err);
   if (!t.ctx) {
@@ -223,8 +225,11 @@ int zkw_tls_start(uv_loop_t *loop, const struct zkw_config *cfg) {
 void zkw_tls_stop(void) {
   if (t.polling) uv_close((uv_handle_t *)&t.poll, NULL);
   t.polling = false;
+}
+
+void zkw_tls_free(void) {
   SSL_CTX_free(t.ctx);
-  t.ctx = NULL;
+  t.ctx = NULL; /* t.on stays: no connection goes plaintext */
 }
 
 const char *zkw_tls_route(const char *hosts) {
@@ -303,8 +308,7 @@ int zkw_tls_handshake(struct zkw_tls_conn *c) {
   }
   int e = SSL_get_error(c->ssl, rc);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return ZKW_TLS_AGAIN;
-  ZKW_METRIC_INC(tls_handshake_failures);
-  return conn_failed(c, e);
+  return conn_failed(c, e); /* counted by the caller, with the other ways a handshake fails */
 }
 
 const char *zkw_tls_conn_error(const struct zkw_tls_conn *c) {

@@ -48,9 +48,11 @@ enum {
  * does nothing) and starts watching the files. Returns 0, or -1 with the
  * reason logged (zkwarden cannot start). */
 int zkw_tls_start(uv_loop_t *loop, const struct zkw_config *cfg) __attribute__((warn_unused_result));
-/* Stops the file watch and drops the current context (connections keep
- * theirs until freed). */
+/* Stops the file watch (at shutdown, before the loop ends). */
 void zkw_tls_stop(void);
+/* Drops the current context, after the loop ended (for leak checkers). New
+ * connections fail from then on; none goes plaintext. */
+void zkw_tls_free(void);
 bool zkw_tls_enabled(void);
 /* Re-reads CA, certificate and key; why says what triggered it (for the
  * log). Returns 0 when the new context is in use, -1 when the old one stays. */

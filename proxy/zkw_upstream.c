@@ -150,6 +150,7 @@ static void connect_addr(struct zkw_session *s, const struct sockaddr *addr) {
   s->handles++;
   s->upstream.open = true;
   s->upstream.tcp.data = &s->upstream;
+  if (s->srv->internal) uv_unref((uv_handle_t *)&s->upstream.tcp); /* see zkw_server.h */
   uv_tcp_nodelay(&s->upstream.tcp, 1);
   s->connect_req.data = s;
   rc = uv_tcp_connect(&s->connect_req, &s->upstream.tcp, addr, connect_cb);
