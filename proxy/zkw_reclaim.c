@@ -333,8 +333,8 @@ static void sweep_free(struct sweep *sw) {
     free(sw->found[i].path);
   free(sw->found);
   struct zkw_identity *id = sw->id;
-  zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) deleted",
-               id->srv->cfg->identity, sw->visited, sw->deleted);
+  zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) deleted", id->srv->cfg->identity,
+               sw->visited, sw->deleted);
   free(sw);
   current_sweep = NULL;
   id->sweeping = false;

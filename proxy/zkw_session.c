@@ -779,9 +779,10 @@ void zkw_session_accept(struct zkw_server *srv) {
   uv_tcp_nodelay(&s->client.tcp, 1);
   format_peer(&s->client.tcp, s->peer, sizeof s->peer);
   if (srv->internal) {
-    char port[sizeof s->peer - 16];
-    snprintf(port, sizeof port, "%s", s->peer);
-    snprintf(s->peer, sizeof s->peer, "internal/%s", port); /* in its log lines */
+    static const char tag[] = "internal/"; /* in its log lines */
+    memmove(s->peer + sizeof tag - 1, s->peer, sizeof s->peer - sizeof tag);
+    memcpy(s->peer, tag, sizeof tag - 1);
+    s->peer[sizeof s->peer - 1] = 0;
   }
   zkw_slog(s, ZKW_LOG_DEBUG, "accepted");
   start_reading(&s->client);
