@@ -106,7 +106,7 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   }
   zkw_identity_on_session_closed(s); /* orphan detection; leaves the identity's lists */
   s->phase = ZKW_PHASE_CLOSING;
-  zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
+  if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
   uv_timer_stop(&s->timer);
   bool flushing = false;
