@@ -23,7 +23,7 @@ from kazoo.client import KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 
 from test_identity import Jm, hard_kill, time_to_leadership
-from zkharness import TlsCerts, ZkServer, wait_until
+from zkharness import TlsCerts, ZkServer, default_zkwarden_bin, four_letter_tls, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
@@ -140,7 +140,6 @@ def test_client_auth_need(certs, tls_zk, zkwarden_factory, kazoo_factory):
 def test_bad_server_certificate_refused(bad, reason, certs, tls_zk, zkwarden_factory, kazoo_factory):
     srv = tls_zk(certs, server_cert=getattr(certs, bad))
     # The server does serve TLS (unverified, it answers)...
-    from zkharness import four_letter_tls
     assert b"Mode: standalone" in four_letter_tls(srv.port, "srvr", srv.check_ctx)
     # ...but zkwarden never uses it: one line with OpenSSL's reason per attempt.
     proxy = zkwarden_factory.start(srv, extra_env=tls_env(certs))
@@ -152,6 +151,29 @@ def test_bad_server_certificate_refused(bad, reason, certs, tls_zk, zkwarden_fac
     assert proxy.metric("zkwarden_tls_handshake_failures_total") >= 2  # a session and a probe
     assert proxy.metric("zkwarden_tls_handshakes_total") == 0
     assert proxy.metric("zkwarden_sessions_established_total") == 0
+
+
+def test_bad_tls_files_stop_the_start(certs, tmp_path, zkwarden_factory):
+    """A CA, certificate or key that does not load stops zkwarden at start
+    (exit 2, one line saying which): it never starts without TLS."""
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    cases = [
+        ({"ZKWARDEN_TLS_CA_FILE": str(garbage)}, "ZKWARDEN_TLS_CA_FILE"),
+        ({"ZKWARDEN_TLS_CERT_FILE": str(certs.client), "ZKWARDEN_TLS_KEY_FILE": str(certs.key(certs.server))},
+         "ZKWARDEN_TLS_KEY_FILE"),
+        ({"ZKWARDEN_TLS_CERT_FILE": str(garbage), "ZKWARDEN_TLS_KEY_FILE": str(certs.key(certs.client))},
+         "ZKWARDEN_TLS_CERT_FILE"),
+    ]
+    for more, needle in cases:  # the key case: OpenSSL says "key values mismatch"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
+        env.update({"ZKWARDEN_UPSTREAM": "127.0.0.1:1", "ZKWARDEN_UPSTREAM_TLS": "on",
+                    "ZKWARDEN_TLS_CA_FILE": str(certs.ca)})
+        env.update(more)
+        r = subprocess.run([default_zkwarden_bin()], env=env, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2, r.stderr
+        assert "cannot load the TLS configuration: " + needle in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 # ------------------------------------------------------------ sidecar: registry and fences
