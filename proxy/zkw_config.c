@@ -300,11 +300,11 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
                              size_t whylen) {
   (void)lo, (void)hi;
   size_t n = strlen(val);
-  for (size_t i = 0; i < n; i++)
-    if (!((val[i] >= 'a' && val[i] <= 'z') || (val[i] >= 'A' && val[i] <= 'Z') ||
-          (val[i] >= '0' && val[i] <= '9') || val[i] == '.' || val[i] == '-' || val[i] == ':'))
-      n = sizeof cfg->tls_server_name; /* not a host name or address */
-  if (n >= sizeof cfg->tls_server_name) {
+  bool ok = n < sizeof cfg->tls_server_name;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = (val[i] >= 'a' && val[i] <= 'z') || (val[i] >= 'A' && val[i] <= 'Z') ||
+         (val[i] >= '0' && val[i] <= '9') || val[i] == '.' || val[i] == '-' || val[i] == ':';
+  if (!ok) {
     snprintf(why, whylen, "a DNS name or an IP address (at most %zu characters), or empty",
              sizeof cfg->tls_server_name - 1);
     return -1;
