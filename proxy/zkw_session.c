@@ -110,6 +110,9 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
   uv_timer_stop(&s->timer);
   bool flushing = false;
+  struct zkw_side *up = &s->upstream;
+  if (up->tls && up->open && up->connected && zkw_tls_close_notify(up->tls, &up->out) == 0)
+    side_flush(up); /* the TLS close_notify goes out with the rest */
   struct zkw_side *sides[2] = {&s->client, &s->upstream};
   for (int i = 0; i < 2; i++) {
     struct zkw_side *side = sides[i];

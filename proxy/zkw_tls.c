@@ -362,6 +362,12 @@ int zkw_tls_take_output(struct zkw_tls_conn *c, struct zkw_buf *out) {
   return 0;
 }
 
+int zkw_tls_close_notify(struct zkw_tls_conn *c, struct zkw_buf *out) {
+  (void)SSL_shutdown(c->ssl); /* 0: sent, the server's answer is not waited for */
+  ERR_clear_error();
+  return zkw_tls_take_output(c, out);
+}
+
 struct flush_req {
   uv_write_t req;
   struct zkw_buf buf;

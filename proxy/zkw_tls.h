@@ -87,6 +87,9 @@ int zkw_tls_decrypt(struct zkw_tls_conn *c, struct zkw_buf *out) __attribute__((
 int zkw_tls_encrypt(struct zkw_tls_conn *c, const uint8_t *p, size_t n) __attribute__((warn_unused_result));
 /* Moves the pending ciphertext (handshake records, encrypted data) to out. */
 int zkw_tls_take_output(struct zkw_tls_conn *c, struct zkw_buf *out) __attribute__((warn_unused_result));
+/* Appends a close_notify alert to out (the connection's orderly end).
+ * Returns 0 or a negative error. */
+int zkw_tls_close_notify(struct zkw_tls_conn *c, struct zkw_buf *out) __attribute__((warn_unused_result));
 /* Writes the pending ciphertext to stream with a uv_write of its own (the
  * handshake's few records; freed by its callback). Returns 0 or a negative
  * libuv error. */
