@@ -11,6 +11,7 @@
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
+#include "zkw_tls.h"
 
 static const char *env(const char *name) {
   return getenv(name);
@@ -67,13 +68,14 @@ int main(int argc, char **argv) {
   zkw_metrics_init();
 
   uv_loop_t *loop = uv_default_loop();
+  if (zkw_tls_start(loop, &cfg) != 0) return 2; /* logged */
   static struct zkw_server srv;
   if (zkw_server_start(&srv, loop, &cfg) != 0) return 1;
   int started = zkw_admin_start(&srv);
   if (started != 0) zkw_server_stop(&srv); /* logged; the loop below only closes handles */
   uv_run(loop, UV_RUN_DEFAULT);
   /* Closing the registry session removes this instance's owner node at once. */
-  zkw_identity_finish(&srv.identity);
+  zkw_server_finish(&srv);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();
   if (rc) {

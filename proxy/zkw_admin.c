@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "zkw_health.h"
+#include "zkw_tls.h"
 #include "zkw_history.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
@@ -559,6 +560,7 @@ static void on_sighup(uv_signal_t *hd, int signum) {
     zkw_log_error("SIGHUP: cannot reopen the log file: %s", strerror(-rc));
   else
     zkw_log_info("SIGHUP: log reopened");
+  if (zkw_tls_enabled()) (void)zkw_tls_reload("SIGHUP"); /* logged either way */
 }
 
 /* ---- start and stop ---- */

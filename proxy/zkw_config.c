@@ -251,6 +251,68 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
   return zkw_lock_roots_parse(&cfg->lock_roots, val, why, whylen);
 }
 
+static int parse_onoff(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                       size_t whylen) {
+  (void)lo, (void)hi;
+  if (strcmp(val, "on") == 0)
+    cfg->upstream_tls = true;
+  else if (strcmp(val, "off") == 0)
+    cfg->upstream_tls = false;
+  else {
+    snprintf(why, whylen, "on or off");
+    return -1;
+  }
+  return 0;
+}
+
+/* Empty, or a file that can be read now (it is loaded, and re-read on
+ * rotation, by zkw_tls.c). */
+static int check_readable(const char *val, char *why, size_t whylen) {
+  if (!*val) return 0;
+  FILE *f = fopen(val, "r");
+  if (!f) {
+    snprintf(why, whylen, "a readable PEM file (%s), or empty", strerror(errno));
+    return -1;
+  }
+  fclose(f);
+  return 0;
+}
+
+static int parse_pem_file(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                          size_t whylen) {
+  (void)cfg, (void)lo, (void)hi;
+  return check_readable(val, why, whylen);
+}
+
+/* Follows ZKWARDEN_TLS_CERT_FILE in the list: both or neither. */
+static int parse_key_file(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                          size_t whylen) {
+  (void)lo, (void)hi;
+  bool cert = cfg->raw_tls_cert_file && *cfg->raw_tls_cert_file;
+  if (cert != (*val != 0)) {
+    snprintf(why, whylen, "set together with ZKWARDEN_TLS_CERT_FILE (both or neither)");
+    return -1;
+  }
+  return check_readable(val, why, whylen);
+}
+
+static int parse_server_name(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                             size_t whylen) {
+  (void)lo, (void)hi;
+  size_t n = strlen(val);
+  bool ok = n < sizeof cfg->tls_server_name;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = (val[i] >= 'a' && val[i] <= 'z') || (val[i] >= 'A' && val[i] <= 'Z') ||
+         (val[i] >= '0' && val[i] <= '9') || val[i] == '.' || val[i] == '-' || val[i] == ':';
+  if (!ok) {
+    snprintf(why, whylen, "a DNS name or an IP address (at most %zu characters), or empty",
+             sizeof cfg->tls_server_name - 1);
+    return -1;
+  }
+  memcpy(cfg->tls_server_name, val, n + 1);
+  return 0;
+}
+
 /* Whether a parser's values are secret: never printed, not even in an error
  * (every parser must say). */
 #define ZKW_SECRET_hostports   0
@@ -266,6 +328,10 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
 #define ZKW_SECRET_auth        1
 #define ZKW_SECRET_auth_file   0
 #define ZKW_SECRET_lock_roots  0
+#define ZKW_SECRET_onoff       0
+#define ZKW_SECRET_pem_file    0
+#define ZKW_SECRET_key_file    0
+#define ZKW_SECRET_server_name 0
 
 /* Integer fields are stored after validation by store_uint below. */
 #define ZKW_STORE_hostports(field, val)
@@ -280,6 +346,10 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
 #define ZKW_STORE_auth(field, val)
 #define ZKW_STORE_auth_file(field, val)
 #define ZKW_STORE_lock_roots(field, val)
+#define ZKW_STORE_onoff(field, val)
+#define ZKW_STORE_pem_file(field, val) cfg->field = (val);
+#define ZKW_STORE_key_file(field, val) cfg->field = (val);
+#define ZKW_STORE_server_name(field, val)
 #define ZKW_STORE_uint(field, val) cfg->field = (uint32_t)strtoul((val), NULL, 10);
 
 int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err,
@@ -324,6 +394,10 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 #define ZKW_SHOW_auth(field)        (*cfg->raw_##field ? "<set>" : "<unset>")
 #define ZKW_SHOW_auth_file(field)   cfg->raw_##field
 #define ZKW_SHOW_lock_roots(field)  cfg->raw_##field
+#define ZKW_SHOW_onoff(field)       cfg->raw_##field
+#define ZKW_SHOW_pem_file(field)    cfg->raw_##field
+#define ZKW_SHOW_key_file(field)    cfg->raw_##field
+#define ZKW_SHOW_server_name(field) cfg->raw_##field
 #define ZKW_X_PRINT(field, env, def, parser, lo, hi, help)                                                   \
   fprintf(out, "%s=%s\n", env, ZKW_SHOW(field, parser));
   ZKW_CONFIG_VARS(ZKW_X_PRINT)

@@ -38,6 +38,16 @@ struct zkw_hostport {
     "bound on one TCP connect to an upstream server, ms; then the next one is tried")                        \
   X(handshake_timeout_ms, "ZKWARDEN_HANDSHAKE_TIMEOUT_MS", "10000", uint, 1, 600000,                         \
     "a client that sends no ConnectRequest (or four-letter word) within this many ms is closed")             \
+  X(upstream_tls, "ZKWARDEN_UPSTREAM_TLS", "off", onoff, 0, 0,                                               \
+    "on: every connection to the ensemble is verified TLS (never plaintext); off: plaintext")                \
+  X(tls_ca_file, "ZKWARDEN_TLS_CA_FILE", "", pem_file, 0, 0,                                                 \
+    "PEM bundle of the CAs the servers' certificates are verified against; empty: the system store")         \
+  X(tls_cert_file, "ZKWARDEN_TLS_CERT_FILE", "", pem_file, 0, 0,                                             \
+    "PEM client certificate (chain) for servers with ssl.clientAuth=need; empty: none")                      \
+  X(tls_key_file, "ZKWARDEN_TLS_KEY_FILE", "", key_file, 0, 0,                                               \
+    "PEM private key of ZKWARDEN_TLS_CERT_FILE (unencrypted)")                                               \
+  X(tls_server_name, "ZKWARDEN_TLS_SERVER_NAME", "", server_name, 0, 0,                                      \
+    "name verified in every server's certificate and sent as SNI; empty: each server's host as written")     \
   X(mode, "ZKWARDEN_MODE", "sidecar", mode, 0, 0,                                                            \
     "sidecar: one JobManager's identity, tags, fencing and reclaim; relay: a plain transparent proxy")       \
   X(identity, "ZKWARDEN_IDENTITY", "$HOSTNAME", identity, 0, 0,                                              \
@@ -69,6 +79,11 @@ struct zkw_config {
   uint32_t max_reply_frame;
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
+  bool upstream_tls;
+  const char *tls_ca_file; /* "" when unset, like the other paths */
+  const char *tls_cert_file;
+  const char *tls_key_file;
+  char tls_server_name[256];
   bool relay_only; /* ZKWARDEN_MODE=relay: no identity features at all */
   char identity[ZKW_IDENTITY_MAX + 1];
   char registry_root[256];

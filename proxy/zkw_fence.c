@@ -6,6 +6,7 @@
 #include <time.h>
 #include <zookeeper/zookeeper.h>
 
+#include "zkw_tls.h"
 #include "zkw_zk.h"
 
 struct fence_wait {
@@ -98,6 +99,8 @@ static void fence_done(uv_work_t *req, int status) {
 }
 
 int zkw_fence_start(uv_loop_t *loop, struct zkw_fence *f, zkw_fence_cb cb, void *arg) {
+  const char *route = zkw_tls_route(f->hosts); /* the internal relay under TLS */
+  if (route != f->hosts) snprintf(f->hosts, sizeof f->hosts, "%s", route);
   f->cb = cb;
   f->arg = arg;
   f->detail[0] = 0;

@@ -4,7 +4,10 @@
  * ZKWARDEN_UPSTREAM in order, resolve (names only), connect (bounded by
  * ZKWARDEN_CONNECT_TIMEOUT_MS), send "srvr", read the answer until the
  * server closes (bounded in size and time), and judge it. The first server
- * that is reachable ends the probe. Name resolution is bounded by the
+ * that is reachable ends the probe. With ZKWARDEN_UPSTREAM_TLS=on the probe
+ * speaks TLS, verified like every upstream connection (ZooKeeper's secure
+ * port answers four-letter words over TLS): a server whose certificate is
+ * refused is not reachable, with OpenSSL's reason. Name resolution is bounded by the
  * resolver's own timeouts (a getaddrinfo cannot be abandoned safely); until
  * a probe completes, the previous result stands. When probes run: see
  * ZKW_HEALTH_REPROBE_MS in zkw_health.h. */
@@ -17,10 +20,11 @@
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
+#include "zkw_tls.h"
 
 uint64_t zkw_health_upstream_seen_ns;
 
-enum probe_state { IDLE, RESOLVING, CONNECTING, TALKING, CLOSING };
+enum probe_state { IDLE, RESOLVING, CONNECTING, HANDSHAKING, TALKING, CLOSING };
 
 static struct {
   struct zkw_server *srv;
@@ -32,9 +36,11 @@ static struct {
   uv_write_t wreq;
   enum probe_state state;
   bool tcp_open;
-  bool success; /* the current attempt found a reachable server */
-  int handles;  /* open handles and requests of the probe */
-  uint32_t idx; /* server being tried */
+  struct zkw_tls_conn *tls; /* ZKWARDEN_UPSTREAM_TLS=on */
+  struct zkw_buf plain;     /* its decrypted answer */
+  bool success;             /* the current attempt found a reachable server */
+  int handles;              /* open handles and requests of the probe */
+  uint32_t idx;             /* server being tried */
   char name[300];
   char answer[1024];
   size_t answer_len;
@@ -109,10 +115,18 @@ static void closed_cb(uv_handle_t *hd) {
   attempt();
 }
 
+static void drop_tls(void) {
+  zkw_tls_conn_free(h.tls);
+  h.tls = NULL;
+  zkw_buf_release(&h.plain);
+}
+
 /* Ends the current attempt: closes its socket, then goes on in closed_cb. */
 static void attempt_over(const char *failure) {
   uv_timer_stop(&h.timer);
   if (failure) note_failure(failure);
+  if (h.tls && h.state == HANDSHAKING) ZKW_METRIC_INC(tls_handshake_failures);
+  drop_tls();
   h.state = CLOSING;
   if (h.tcp_open) {
     h.tcp_open = false;
@@ -141,6 +155,7 @@ static void finish_talk(void) {
     h.state = CLOSING;
     h.success = true;
     h.tcp_open = false;
+    drop_tls();
     uv_close((uv_handle_t *)&h.tcp, closed_cb);
     return;
   }
@@ -153,9 +168,72 @@ static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
   *buf = uv_buf_init(h.answer + h.answer_len, (unsigned)room);
 }
 
+static void tls_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
+  (void)hd, (void)suggested;
+  *buf = zkw_tls_read_buf();
+}
+
+static void send_srvr(void);
+
+/* Ciphertext read: the handshake goes on, or the answer is decrypted into
+ * h.answer. Returns the bytes of answer added, or -1 (attempt over). */
+static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
+  char what[320];
+  int rc = zkw_tls_feed(h.tls, buf->base, n);
+  if (rc == 0 && h.state == HANDSHAKING) {
+    rc = zkw_tls_handshake(h.tls);
+    int wrc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
+    if (rc == ZKW_TLS_ERROR) {
+      snprintf(what, sizeof what, "TLS handshake failed: %s", zkw_tls_conn_error(h.tls));
+      attempt_over(what);
+      return -1;
+    }
+    if (wrc) rc = wrc;
+    if (rc == ZKW_TLS_DONE) {
+      h.state = TALKING;
+      send_srvr();
+      return h.state == TALKING ? 0 : -1;
+    }
+  } else if (rc == 0) {
+    size_t before = h.plain.len;
+    rc = zkw_tls_decrypt(h.tls, &h.plain);
+    if (rc == ZKW_TLS_ERROR) {
+      snprintf(what, sizeof what, "TLS error: %s", zkw_tls_conn_error(h.tls));
+      attempt_over(what);
+      return -1;
+    }
+    size_t room = sizeof h.answer - 1 - h.answer_len, got = h.plain.len - before;
+    if (got > room) got = room;
+    memcpy(h.answer + h.answer_len, h.plain.data + before, got);
+    h.plain.len = 0;
+    if (rc == ZKW_TLS_CLOSED) {
+      h.answer_len += got;
+      finish_talk();
+      return -1;
+    }
+    return rc < 0 ? rc : (ssize_t)got;
+  }
+  if (rc < 0) {
+    attempt_over(uv_strerror(rc));
+    return -1;
+  }
+  return 0;
+}
+
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
-  (void)st, (void)buf;
-  if (h.state != TALKING) return;
+  (void)st;
+  if (h.state != TALKING && h.state != HANDSHAKING) return;
+  if (nread > 0 && h.tls) {
+    nread = tls_input(buf, (size_t)nread);
+    if (nread <= 0) return;
+  }
+  if (h.state == HANDSHAKING && nread < 0) {
+    char what[128];
+    snprintf(what, sizeof what, "TLS handshake failed: the server closed the connection (%s)",
+             uv_strerror((int)nread));
+    attempt_over(what);
+    return;
+  }
   if (nread > 0) {
     h.answer_len += (size_t)nread;
     if (h.answer_len >= sizeof h.answer - 1) finish_talk(); /* enough to judge */
@@ -191,14 +269,38 @@ static void connect_cb(uv_connect_t *req, int status) {
     attempt_over(what);
     return;
   }
-  h.state = TALKING;
   h.answer_len = 0;
-  static char word[] = "srvr";
-  uv_buf_t b = uv_buf_init(word, 4);
-  int rc = uv_write(&h.wreq, (uv_stream_t *)&h.tcp, &b, 1, write_cb);
-  if (rc == 0) {
-    h.handles++;
+  int rc;
+  if (zkw_tls_enabled()) {
+    /* srvr goes once the server's certificate is verified. */
+    h.state = HANDSHAKING;
+    rc = zkw_tls_conn_new(&h.tls, h.srv->cfg->upstream[h.idx].host);
+    if (rc == 0) rc = uv_read_start((uv_stream_t *)&h.tcp, tls_alloc_cb, read_cb);
+    if (rc == 0 && zkw_tls_handshake(h.tls) == ZKW_TLS_ERROR) rc = UV_EPROTO;
+    if (rc == 0) rc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
+  } else {
+    h.state = TALKING;
     rc = uv_read_start((uv_stream_t *)&h.tcp, alloc_cb, read_cb);
+    if (rc == 0) send_srvr();
+  }
+  if (rc) {
+    char what[128];
+    snprintf(what, sizeof what, "%s", uv_strerror(rc));
+    attempt_over(what);
+  }
+}
+
+/* Writes the four-letter word (encrypted under TLS). */
+static void send_srvr(void) {
+  static char word[] = "srvr";
+  int rc;
+  if (h.tls) {
+    rc = zkw_tls_encrypt(h.tls, (const uint8_t *)word, 4) ? UV_EPROTO : 0;
+    if (rc == 0) rc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
+  } else {
+    uv_buf_t b = uv_buf_init(word, 4);
+    rc = uv_write(&h.wreq, (uv_stream_t *)&h.tcp, &b, 1, write_cb);
+    if (rc == 0) h.handles++;
   }
   if (rc) {
     char what[128];
@@ -265,7 +367,9 @@ static void deadline_cb(uv_timer_t *t) {
     attempt();
     return;
   }
-  attempt_over(h.state == CONNECTING ? "connect timed out" : "did not answer srvr in time");
+  attempt_over(h.state == CONNECTING    ? "connect timed out"
+               : h.state == HANDSHAKING ? "TLS handshake timed out"
+                                        : "did not answer srvr in time");
 }
 
 static void schedule(uint64_t ms) {
@@ -328,6 +432,7 @@ void zkw_health_stop(void) {
     h.tcp_open = false;
     uv_close((uv_handle_t *)&h.tcp, closed_cb);
   }
+  drop_tls();
 }
 
 bool zkw_server_ready(struct zkw_server *srv, char *why, size_t len) {

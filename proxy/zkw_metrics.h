@@ -146,6 +146,16 @@ struct zkw_histogram {
     "Connections that reached an upstream server only after another one failed.")                            \
   X(upstream_reachable, GAUGE, NONE, "zkwarden_upstream_reachable",                                          \
     "1 while an upstream server answers (the upstream condition of /readyz), else 0.")                       \
+  X(tls_handshakes, COUNTER, NONE, "zkwarden_tls_handshakes_total",                                          \
+    "TLS handshakes with an upstream server that verified and completed (ZKWARDEN_UPSTREAM_TLS=on).")        \
+  X(tls_handshake_failures, COUNTER, NONE, "zkwarden_tls_handshake_failures_total",                          \
+    "TLS handshakes with an upstream server that failed (verification, protocol or connection lost).")       \
+  X(tls_reloads, COUNTER, NONE, "zkwarden_tls_reloads_total",                                                \
+    "TLS CA, certificate and key re-read into a new context (SIGHUP or a change of the files).")             \
+  X(tls_reload_failures, COUNTER, NONE, "zkwarden_tls_reload_failures_total",                                \
+    "TLS reloads that failed (the previous context stays in use).")                                          \
+  X(tls_cert_expiry, GAUGE, NONE, "zkwarden_tls_cert_expiry_timestamp_seconds",                              \
+    "notAfter of the TLS client certificate in use, seconds since the Unix epoch; 0 when none or TLS off.")  \
   X(identity_incarnation, GAUGE, NONE, "zkwarden_identity_incarnation",                                      \
     "Current incarnation number of this JobManager identity (0 until known).")                               \
   X(fences, COUNTER, NONE, "zkwarden_fences_total", "Superseded sessions closed on the server (fenced).")    \

@@ -1,4 +1,5 @@
-/* zkw_server.c: listener, signal handling and orderly shutdown. */
+/* zkw_server.c: listener, signal handling, orderly shutdown, and the
+ * internal relay for zkwarden's own ZooKeeper sessions under TLS. */
 #include "zkw_server.h"
 
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "zkw_admin.h"
 #include "zkw_log.h"
 #include "zkw_session.h"
+#include "zkw_tls.h"
 
 static void on_connection(uv_stream_t *listener, int status) {
   struct zkw_server *srv = listener->data;
@@ -38,6 +40,49 @@ static void format_addr(const struct sockaddr_storage *ss, char *out, size_t len
   }
 }
 
+static struct zkw_server relay_srv;
+static struct zkw_config relay_cfg;
+
+/* Starts the internal relay: libzookeeper_mt (registry, fencing) has no TLS,
+ * so its sessions connect here in plaintext, on loopback, and leave over the
+ * one TLS stack. A plain relay (ZKWARDEN_MODE=relay semantics): the fences'
+ * re-attaches and closeSessions pass untouched. */
+static int relay_start(struct zkw_server *srv) {
+  struct zkw_server *r = &relay_srv;
+  relay_cfg = *srv->cfg;
+  relay_cfg.relay_only = true;
+  struct sockaddr_in any;
+  uv_ip4_addr("127.0.0.1", 0, &any);
+  memset(&relay_cfg.listen, 0, sizeof relay_cfg.listen);
+  memcpy(&relay_cfg.listen, &any, sizeof any);
+  memset(r, 0, sizeof *r);
+  r->loop = srv->loop;
+  r->cfg = &relay_cfg;
+  r->internal = true;
+  r->identity.disabled = true;
+  int rc = uv_tcp_init(r->loop, &r->listener);
+  if (rc) return rc;
+  r->listener.data = r;
+  rc = uv_tcp_bind(&r->listener, (const struct sockaddr *)&relay_cfg.listen, 0);
+  if (!rc) rc = uv_listen((uv_stream_t *)&r->listener, 128, on_connection);
+  struct sockaddr_storage bound;
+  int len = sizeof bound;
+  if (!rc) rc = uv_tcp_getsockname(&r->listener, (struct sockaddr *)&bound, &len);
+  if (rc) {
+    zkw_log_error("cannot start the internal relay on 127.0.0.1: %s", uv_strerror(rc));
+    uv_close((uv_handle_t *)&r->listener, NULL);
+    return rc;
+  }
+  uv_unref((uv_handle_t *)&r->listener); /* zkw_server_finish closes it */
+  format_addr(&bound, r->listen_name, sizeof r->listen_name);
+  memcpy(&relay_cfg.listen, &bound, sizeof bound);
+  zkw_tls_set_route(r->listen_name);
+  srv->relay = r;
+  zkw_log_info("zkwarden's own ZooKeeper sessions go through the internal relay on %s, TLS upstream",
+               r->listen_name);
+  return 0;
+}
+
 int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg) {
   char where[80];
   memset(srv, 0, sizeof *srv);
@@ -64,7 +109,15 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   char ups[1024];
   zkw_config_upstream_list(cfg, ups, sizeof ups);
   snprintf(srv->listen_name, sizeof srv->listen_name, "%s", where);
-  zkw_log_info("zkwarden %s listening on %s, upstream %s", ZKW_VERSION, where, ups);
+  zkw_log_info("zkwarden %s listening on %s, upstream %s%s", ZKW_VERSION, where, ups,
+               cfg->upstream_tls ? " (TLS)" : "");
+  if (cfg->upstream_tls && !cfg->relay_only) {
+    rc = relay_start(srv);
+    if (rc) {
+      zkw_server_stop(srv);
+      return rc;
+    }
+  }
   /* Without a usable registry the proxy still relays: the error is logged. */
   if (zkw_identity_start(&srv->identity, srv) != 0) zkw_log_warn("relaying without identity features");
   return 0;
@@ -74,8 +127,11 @@ void zkw_server_stop(struct zkw_server *srv) {
   if (!srv->stopping) {
     srv->stopping = true;
     uv_close((uv_handle_t *)&srv->listener, NULL);
-    zkw_admin_stop();
-    zkw_identity_stop(&srv->identity);
+    if (!srv->internal) {
+      zkw_tls_stop();
+      zkw_admin_stop();
+      zkw_identity_stop(&srv->identity);
+    }
     struct zkw_session *s = srv->sessions;
     while (s) {
       struct zkw_session *next = s->next;
@@ -84,8 +140,39 @@ void zkw_server_stop(struct zkw_server *srv) {
     }
   }
   /* Signal handles go last, once every session is gone, so the loop ends. */
-  if (srv->session_count == 0 && !uv_is_closing((uv_handle_t *)&srv->sig_term)) {
+  if (!srv->internal && srv->session_count == 0 && !uv_is_closing((uv_handle_t *)&srv->sig_term)) {
     uv_close((uv_handle_t *)&srv->sig_term, NULL);
     uv_close((uv_handle_t *)&srv->sig_int, NULL);
   }
+}
+
+static uv_async_t finish_async;
+
+static void finish_thread(void *arg) {
+  zkw_identity_finish(arg); /* blocks until the server answered closeSession */
+  uv_async_send(&finish_async);
+}
+
+static void finish_done_cb(uv_async_t *h) {
+  uv_close((uv_handle_t *)h, NULL);
+  zkw_server_stop(&relay_srv);
+}
+
+void zkw_server_finish(struct zkw_server *srv) {
+  uv_thread_t th;
+  if (!srv->relay || uv_async_init(srv->loop, &finish_async, finish_done_cb) != 0) {
+    zkw_identity_finish(&srv->identity);
+  } else if (uv_thread_create(&th, finish_thread, &srv->identity) != 0) {
+    uv_close((uv_handle_t *)&finish_async, NULL);
+    zkw_server_stop(srv->relay);
+    uv_run(srv->loop, UV_RUN_DEFAULT);
+    zkw_identity_finish(&srv->identity);
+  } else {
+    /* The loop serves the relay (the closeSession on its way) meanwhile. */
+    uv_run(srv->loop, UV_RUN_DEFAULT);
+    uv_thread_join(&th);
+  }
+  srv->relay = NULL;
+  zkw_tls_set_route(NULL);
+  zkw_tls_free();
 }

@@ -20,6 +20,7 @@
 #include "zkw_health.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
+#include "zkw_tls.h"
 
 #define ZKW_HIGH_WATER (1024 * 1024)
 #define ZKW_LOW_WATER  (256 * 1024)
@@ -55,6 +56,7 @@ void zkw_session_maybe_free(struct zkw_session *s) {
     zkw_buf_release(&sides[i]->out);
     zkw_buf_release(&sides[i]->flight);
   }
+  zkw_tls_conn_free(s->upstream.tls);
   zkw_buf_release(&s->barrier_frame);
   zkw_buf_release(&s->held_reply);
   zkw_buf_release(&s->scratch);
@@ -106,10 +108,13 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   zkw_identity_on_session_closed(s); /* orphan detection; leaves the identity's lists */
   s->phase = ZKW_PHASE_CLOSING;
   zkw_inband_session_closed(s); /* zkwarden's own requests get a connection loss */
-  zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
+  if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
   uv_timer_stop(&s->timer);
   bool flushing = false;
+  struct zkw_side *up = &s->upstream;
+  if (up->tls && up->open && up->connected && zkw_tls_close_notify(up->tls, &up->out) == 0)
+    side_flush(up); /* the TLS close_notify goes out with the rest */
   struct zkw_side *sides[2] = {&s->client, &s->upstream};
   for (int i = 0; i < 2; i++) {
     struct zkw_side *side = sides[i];
@@ -177,6 +182,13 @@ static void side_flush(struct zkw_side *side) {
  * rest (or all) copied to side->out. Returns 0 or a negative error. */
 static int side_send(struct zkw_side *side, const uint8_t *p, size_t n) {
   if (!n) return 0;
+  if (side->tls) {
+    /* Encrypted into out: uv_write then tries the socket at once. */
+    if (zkw_tls_encrypt(side->tls, p, n) != 0) return UV_EPROTO;
+    if (zkw_tls_take_output(side->tls, &side->out) != 0) return UV_ENOMEM;
+    side_flush(side);
+    return 0;
+  }
   if (!side->writing && !side->out.len) {
     uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
     int w = uv_try_write((uv_stream_t *)&side->tcp, &b, 1);
@@ -199,6 +211,10 @@ static int side_send(struct zkw_side *side, const uint8_t *p, size_t n) {
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   struct zkw_side *side = h->data;
   (void)suggested;
+  if (side->tls) {
+    *buf = zkw_tls_read_buf(); /* ciphertext, decrypted into in by read_cb */
+    return;
+  }
   if (zkw_buf_reserve(&side->in, ZKW_READ_MIN) != 0) {
     *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
     return;
@@ -225,15 +241,43 @@ static void suspect_silent_upstream(struct zkw_session *s) {
            s->up_name, (unsigned long long)silent, s->timeout);
 }
 
+/* Ciphertext read from a TLS side: its plaintext goes to side->in, and what
+ * OpenSSL has to answer (post-handshake records) to the socket. Returns 0,
+ * UV_EOF on close_notify, or a negative error (the session is closed). */
+static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
+  struct zkw_session *s = side->s;
+  int rc = zkw_tls_feed(side->tls, buf->base, n);
+  if (rc == 0) rc = zkw_tls_decrypt(side->tls, &side->in);
+  if (rc == ZKW_TLS_CLOSED) return UV_EOF;
+  if (rc == ZKW_TLS_ERROR) {
+    s->close_class = ZKW_CLOSE_IO_ERROR;
+    zkw_session_close(s, ZKW_LOG_WARN, "TLS error from %s: %s", side->name, zkw_tls_conn_error(side->tls));
+    return UV_EPROTO;
+  }
+  if (rc == 0 && zkw_tls_take_output(side->tls, &side->out) != 0) rc = UV_ENOMEM;
+  if (rc < 0) {
+    s->close_class = ZKW_CLOSE_IO_ERROR;
+    zkw_session_close(s, ZKW_LOG_ERROR, "out of memory reading from %s", side->name);
+    return rc;
+  }
+  side_flush(side);
+  return 0;
+}
+
 static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   struct zkw_side *side = stream->data;
   struct zkw_session *s = side->s;
-  (void)buf;
-  if (nread > 0) {
+  if (nread > 0 && side->tls) {
+    nread = tls_read(side, buf, (size_t)nread);
+    if (nread == UV_EPROTO || nread == UV_ENOMEM) return; /* closed */
+    s->up_last_read_ms = uv_now(s->srv->loop);
+    process(side); /* what came before a close_notify too */
+  } else if (nread > 0) {
     if (side == &s->upstream) s->up_last_read_ms = uv_now(s->srv->loop);
     side->in.len += (size_t)nread;
     process(side);
-  } else if (nread < 0) {
+  }
+  if (nread < 0) {
     if (side == &s->client) suspect_silent_upstream(s);
     /* After closeSession the server closes first: still the client's doing. */
     s->close_class =
@@ -743,9 +787,21 @@ void zkw_session_accept(struct zkw_server *srv) {
     return;
   }
   s->client.connected = true;
-  ZKW_METRIC_INC(connections_accepted);
+  if (srv->internal) {
+    /* zkwarden's own session through the internal relay: not a client. */
+    uv_unref((uv_handle_t *)&s->client.tcp);
+    uv_unref((uv_handle_t *)&s->timer);
+  } else {
+    ZKW_METRIC_INC(connections_accepted);
+  }
   uv_tcp_nodelay(&s->client.tcp, 1);
   format_peer(&s->client.tcp, s->peer, sizeof s->peer);
+  if (srv->internal) {
+    static const char tag[] = "internal/"; /* in its log lines */
+    memmove(s->peer + sizeof tag - 1, s->peer, sizeof s->peer - sizeof tag);
+    memcpy(s->peer, tag, sizeof tag - 1);
+    s->peer[sizeof s->peer - 1] = 0;
+  }
   zkw_slog(s, ZKW_LOG_DEBUG, "accepted");
   start_reading(&s->client);
   uv_timer_start(&s->timer, handshake_timeout_cb, srv->cfg->handshake_timeout_ms, 0);

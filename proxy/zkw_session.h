@@ -21,6 +21,7 @@
 
 struct zkw_server;
 struct zkw_session;
+struct zkw_tls_conn;
 
 enum zkw_phase {
   ZKW_PHASE_HANDSHAKE,  /* waiting for the client's first frame */
@@ -39,7 +40,8 @@ struct zkw_side {
   struct zkw_buf out;    /* waiting to be written */
   struct zkw_buf flight; /* handed to uv_write */
   uv_write_t wreq;
-  bool open; /* tcp initialised and not yet closed */
+  struct zkw_tls_conn *tls; /* upstream with ZKWARDEN_UPSTREAM_TLS: in is plaintext, out/flight ciphertext */
+  bool open;                /* tcp initialised and not yet closed */
   bool connected;
   bool reading;
   bool paused; /* reading stopped because the peer's output is full */

@@ -7,7 +7,9 @@
  * "suspect": it is tried after the others for a while, as a client connected
  * direct would move on to the next server rather than wait on it again. Names
  * are resolved asynchronously at each attempt (a StatefulSet's addresses may
- * change); each TCP connect is bounded by ZKWARDEN_CONNECT_TIMEOUT_MS. */
+ * change); each TCP connect is bounded by ZKWARDEN_CONNECT_TIMEOUT_MS, and
+ * with ZKWARDEN_UPSTREAM_TLS=on so is the TLS handshake after it: a server
+ * whose certificate fails verification is skipped like an unreachable one. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -16,10 +18,13 @@
 #include "zkw_metrics.h"
 #include "zkw_server.h"
 #include "zkw_session.h"
+#include "zkw_tls.h"
 
 _Static_assert(ZKW_MAX_UPSTREAMS <= 32, "zkw_session.up_suspects is a 32-bit mask");
 
 static void connect_next(struct zkw_session *s);
+static void connected(struct zkw_session *s);
+static void tls_start(struct zkw_session *s);
 
 static void retry_close_cb(uv_handle_t *h) {
   struct zkw_session *s = ((struct zkw_side *)h->data)->s;
@@ -32,9 +37,15 @@ static void retry_close_cb(uv_handle_t *h) {
 }
 
 /* Abandons the current attempt and moves on once the handle is closed. */
-static void attempt_failed(struct zkw_session *s, const char *what, int status) {
-  zkw_slog(s, ZKW_LOG_WARN, "upstream %s: %s (%s)", s->up_name, what, uv_strerror(status));
+static void attempt_failed(struct zkw_session *s, const char *what, const char *detail) {
+  zkw_slog(s, ZKW_LOG_WARN, "upstream %s: %s (%s)", s->up_name, what, detail);
   ZKW_METRIC_INC(upstream_connect_failures);
+  if (s->upstream.tls) {
+    /* Never on to plaintext: the next server, with a new TLS connection. */
+    ZKW_METRIC_INC(tls_handshake_failures);
+    zkw_tls_conn_free(s->upstream.tls);
+    s->upstream.tls = NULL;
+  }
   zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
   uv_timer_stop(&s->timer);
   s->upstream.open = false;
@@ -50,9 +61,18 @@ static void connect_cb(uv_connect_t *req, int status) {
   }
   if (status == UV_ECANCELED) return; /* closed by attempt_failed; retry_close_cb goes on */
   if (status < 0) {
-    attempt_failed(s, "connect failed", status);
+    attempt_failed(s, "connect failed", uv_strerror(status));
     return;
   }
+  if (zkw_tls_enabled()) {
+    tls_start(s);
+    return;
+  }
+  connected(s);
+}
+
+/* The connection is usable (TCP, and TLS when on): the session goes on. */
+static void connected(struct zkw_session *s) {
   uv_timer_stop(&s->timer);
   s->upstream.connected = true;
   s->up_last_read_ms = uv_now(s->srv->loop);
@@ -61,10 +81,64 @@ static void connect_cb(uv_connect_t *req, int status) {
   zkw_session_upstream_ready(s);
 }
 
+/* ---- TLS handshake (ZKWARDEN_UPSTREAM_TLS=on), bounded by the connect
+ * timer; the session's own read callbacks take over once it is done. ---- */
+
+static void tls_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)h, (void)suggested;
+  *buf = zkw_tls_read_buf();
+}
+
+static void tls_step(struct zkw_session *s) {
+  int rc = zkw_tls_handshake(s->upstream.tls);
+  int wrc = zkw_tls_flush(s->upstream.tls, (uv_stream_t *)&s->upstream.tcp);
+  if (rc == ZKW_TLS_ERROR) {
+    attempt_failed(s, "TLS handshake failed", zkw_tls_conn_error(s->upstream.tls));
+  } else if (wrc) {
+    attempt_failed(s, "TLS handshake failed", uv_strerror(wrc));
+  } else if (rc == ZKW_TLS_DONE) {
+    uv_read_stop((uv_stream_t *)&s->upstream.tcp);
+    if (zkw_log_level >= ZKW_LOG_DEBUG) {
+      char how[128];
+      zkw_tls_conn_describe(s->upstream.tls, how, sizeof how);
+      zkw_slog(s, ZKW_LOG_DEBUG, "upstream %s: TLS verified (%s)", s->up_name, how);
+    }
+    connected(s);
+  }
+}
+
+static void tls_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  struct zkw_session *s = ((struct zkw_side *)st->data)->s;
+  if (s->phase == ZKW_PHASE_CLOSING || !s->upstream.tls) return;
+  if (nread > 0) {
+    if (zkw_tls_feed(s->upstream.tls, buf->base, (size_t)nread) != 0)
+      attempt_failed(s, "TLS handshake failed", uv_strerror(UV_ENOMEM));
+    else
+      tls_step(s);
+  } else if (nread < 0) {
+    attempt_failed(s, "TLS handshake failed: the server closed the connection", uv_strerror((int)nread));
+  }
+}
+
+static void tls_start(struct zkw_session *s) {
+  const char *host = s->srv->cfg->upstream[s->up_idx].host;
+  if (zkw_tls_conn_new(&s->upstream.tls, host) != 0) {
+    attempt_failed(s, "TLS handshake failed", uv_strerror(UV_ENOMEM));
+    return;
+  }
+  int rc = uv_read_start((uv_stream_t *)&s->upstream.tcp, tls_alloc_cb, tls_read_cb);
+  if (rc) {
+    attempt_failed(s, "TLS handshake failed", uv_strerror(rc));
+    return;
+  }
+  tls_step(s); /* the ClientHello */
+}
+
 static void timeout_cb(uv_timer_t *t) {
   struct zkw_session *s = t->data;
   if (s->phase == ZKW_PHASE_CLOSING || !s->upstream.open || s->upstream.connected) return;
-  attempt_failed(s, "connect timed out", UV_ETIMEDOUT);
+  attempt_failed(s, s->upstream.tls ? "TLS handshake timed out" : "connect timed out",
+                 uv_strerror(UV_ETIMEDOUT));
 }
 
 static void connect_addr(struct zkw_session *s, const struct sockaddr *addr) {
@@ -76,11 +150,12 @@ static void connect_addr(struct zkw_session *s, const struct sockaddr *addr) {
   s->handles++;
   s->upstream.open = true;
   s->upstream.tcp.data = &s->upstream;
+  if (s->srv->internal) uv_unref((uv_handle_t *)&s->upstream.tcp); /* see zkw_server.h */
   uv_tcp_nodelay(&s->upstream.tcp, 1);
   s->connect_req.data = s;
   rc = uv_tcp_connect(&s->connect_req, &s->upstream.tcp, addr, connect_cb);
   if (rc) {
-    attempt_failed(s, "connect failed", rc);
+    attempt_failed(s, "connect failed", uv_strerror(rc));
     return;
   }
   s->handles++;

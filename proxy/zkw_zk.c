@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "zkw_log.h"
+#include "zkw_tls.h"
 
 enum op_kind { OP_RESULT, OP_EVENT };
 
@@ -151,7 +152,7 @@ int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int tim
   struct zkw_zk *zk = calloc(1, sizeof *zk);
   if (!zk) return -ENOMEM;
   zk->loop = loop;
-  zk->hosts = strdup(hosts);
+  zk->hosts = strdup(zkw_tls_route(hosts)); /* the internal relay under TLS */
   zk->auth = auth ? strdup(auth) : NULL;
   zk->timeout_ms = timeout_ms;
   zk->on_event = on_event;

@@ -33,6 +33,16 @@
  * state node). Every request counts as one op; its latency is from issue
  * to completion as the application sees it.
  *
+ *   zkw_bench_load raw-latency    -s [tls:]host:port[,...] [-K ca] [-E cert -Y key] [-t SEC] [-w SEC]
+ *   zkw_bench_load raw-throughput -s [tls:]host:port[,...] [-K ca] [-E cert -Y key] [-d DEPTH] [-t SEC]
+ *       getData of SMALL_NODE on one raw-socket session per server, with
+ *       OpenSSL (verified against -K, client certificate -E/-Y) for a server
+ *       written tls:host:port, plaintext otherwise: the same client code for
+ *       a client speaking TLS to ZooKeeper and one speaking plaintext to
+ *       zkwarden with TLS upstream. Latency: one request at a time, the
+ *       servers in turn; throughput: DEPTH requests in flight, the servers
+ *       taking turns of SLICE-MS. The node is created if missing.
+ *
  * Output: one JSON line on stdout per run and server. Latencies are kept in a
  * log-linear histogram (HDR-like, under 0.8% relative error). -c runs a
  * fixed number of requests instead of a time (for profiles). Errors other
@@ -61,6 +71,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <zookeeper/zookeeper.h>
 
 #define ROOT       "/zkwbench"
@@ -86,6 +98,7 @@ struct opts {
   int slice_ms;
   const char *attach_from;
   const char *label;
+  const char *tls_ca, *tls_cert, *tls_key;
 };
 
 static struct opts o = {.sessions = 1,
@@ -924,13 +937,221 @@ static int run_idle(void) {
   return established == n && !g_lost ? 0 : 1;
 }
 
+/* ---- getData over a raw socket, plaintext or TLS ---- */
+
+struct rconn {
+  int fd;
+  SSL *ssl; /* NULL: plaintext */
+  uint8_t in[65536];
+  size_t inlen;
+  int32_t xid;
+  const char *name;
+};
+
+static void rwrite(struct rconn *c, const uint8_t *p, size_t n) {
+  while (n) {
+    ssize_t w = c->ssl ? SSL_write(c->ssl, p, (int)n) : write(c->fd, p, n);
+    if (w <= 0) die("%s: write failed", c->name);
+    p += w, n -= (size_t)w;
+  }
+}
+
+/* Reads more bytes into c->in. */
+static void rread(struct rconn *c) {
+  if (c->inlen == sizeof c->in) die("%s: frame too large", c->name);
+  ssize_t got = c->ssl ? SSL_read(c->ssl, c->in + c->inlen, (int)(sizeof c->in - c->inlen))
+                       : read(c->fd, c->in + c->inlen, sizeof c->in - c->inlen);
+  if (got <= 0) die("%s: connection closed or read failed", c->name);
+  c->inlen += (size_t)got;
+}
+
+/* Waits for one whole frame; returns its length (body after the 4 bytes).
+ * The caller drops it with rconsume. */
+static uint32_t rframe(struct rconn *c) {
+  while (c->inlen < 4 || c->inlen < 4 + get32(c->in))
+    rread(c);
+  return get32(c->in);
+}
+
+static void rconsume(struct rconn *c, uint32_t len) {
+  memmove(c->in, c->in + 4 + len, c->inlen - 4 - len);
+  c->inlen -= 4 + len;
+}
+
+static size_t put_str(uint8_t *p, const char *s) {
+  put32(p, (uint32_t)strlen(s));
+  memcpy(p + 4, s, strlen(s));
+  return 4 + strlen(s);
+}
+
+/* A request frame: xid, type, then the body. */
+static void rrequest(struct rconn *c, int32_t type, const uint8_t *body, size_t n) {
+  uint8_t f[512];
+  put32(f, (uint32_t)(8 + n));
+  put32(f + 4, (uint32_t)++c->xid);
+  put32(f + 8, (uint32_t)type);
+  memcpy(f + 12, body, n);
+  rwrite(c, f, 12 + n);
+}
+
+static void rget(struct rconn *c) {
+  uint8_t b[128];
+  size_t n = put_str(b, SMALL_NODE);
+  b[n++] = 0; /* no watch */
+  rrequest(c, ZOO_GETDATA_OP, b, n);
+}
+
+/* Reply header: xid, zxid, err. */
+static int32_t rreply_err(struct rconn *c) {
+  uint32_t len = rframe(c);
+  if (len < 16) die("%s: short reply", c->name);
+  int32_t err = (int32_t)get32(c->in + 4 + 12);
+  rconsume(c, len);
+  return err;
+}
+
+static void rcreate(struct rconn *c, const char *path) {
+  uint8_t b[256];
+  size_t n = put_str(b, path);
+  put32(b + n, (uint32_t)o.size), n += 4;
+  memcpy(b + n, g_data, (size_t)o.size), n += (size_t)o.size;
+  put32(b + n, 1), n += 4; /* one ACL: world:anyone, all */
+  put32(b + n, 31), n += 4;
+  n += put_str(b + n, "world");
+  n += put_str(b + n, "anyone");
+  put32(b + n, 0), n += 4; /* persistent */
+  rrequest(c, ZOO_CREATE_OP, b, n);
+  int32_t err = rreply_err(c);
+  if (err != ZOK && err != ZNODEEXISTS) die("%s: create %s: %s", c->name, path, zerror(err));
+}
+
+static SSL_CTX *g_ssl_ctx;
+
+static void ropen(struct rconn *c, const char *spec) {
+  bool tls = strncmp(spec, "tls:", 4) == 0;
+  const char *hostport = tls ? spec + 4 : spec;
+  struct sockaddr_in sa;
+  parse_addr(hostport, &sa);
+  memset(c, 0, sizeof *c);
+  c->name = spec;
+  c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (c->fd < 0 || connect(c->fd, (const struct sockaddr *)&sa, sizeof sa) != 0)
+    die("%s: connect: %s", spec, strerror(errno));
+  if (tls) {
+    if (!g_ssl_ctx) {
+      g_ssl_ctx = SSL_CTX_new(TLS_client_method());
+      SSL_CTX_set_min_proto_version(g_ssl_ctx, TLS1_2_VERSION);
+      SSL_CTX_set_verify(g_ssl_ctx, SSL_VERIFY_PEER, NULL);
+      if (!o.tls_ca || SSL_CTX_load_verify_locations(g_ssl_ctx, o.tls_ca, NULL) != 1) die("-K: no usable CA");
+      if (o.tls_cert && (SSL_CTX_use_certificate_chain_file(g_ssl_ctx, o.tls_cert) != 1 ||
+                         SSL_CTX_use_PrivateKey_file(g_ssl_ctx, o.tls_key, SSL_FILETYPE_PEM) != 1))
+        die("-E/-Y: cannot load the client certificate");
+    }
+    c->ssl = SSL_new(g_ssl_ctx);
+    char host[64];
+    snprintf(host, sizeof host, "%.*s", (int)(strrchr(hostport, ':') - hostport), hostport);
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), host);
+    SSL_set_fd(c->ssl, c->fd);
+    if (SSL_connect(c->ssl) != 1) die("%s: TLS handshake failed", spec);
+  }
+  uint8_t hello[4 + 45] = {0}; /* a new session, as in open_all */
+  put32(hello, 45);
+  put32(hello + 4 + 12, (uint32_t)o.timeout_ms);
+  put32(hello + 4 + 24, 16);
+  rwrite(c, hello, sizeof hello);
+  uint32_t len = rframe(c);
+  if (len < 36 || (int32_t)get32(c->in + 8) <= 0) die("%s: no session", spec);
+  rconsume(c, len);
+}
+
+static void rclose(struct rconn *c) {
+  rrequest(c, ZOO_CLOSE_OP, NULL, 0);
+  (void)rreply_err(c);
+  if (c->ssl) SSL_free(c->ssl);
+  close(c->fd);
+}
+
+static int run_raw(bool sync) {
+  g_nservers = split(o.server, g_servers);
+  int nl = split(o.label, g_labels);
+  struct rconn *cs = calloc((size_t)g_nservers, sizeof *cs);
+  struct hist *hs = calloc((size_t)g_nservers, sizeof *hs);
+  double *measured = calloc((size_t)g_nservers, sizeof *measured);
+  uint64_t *errors = calloc((size_t)g_nservers, sizeof *errors);
+  if (!cs || !hs || !measured || !errors) die("out of memory");
+  for (int i = 0; i < g_nservers; i++)
+    ropen(&cs[i], g_servers[i]);
+  rcreate(&cs[0], ROOT);
+  rcreate(&cs[0], SMALL_NODE);
+  uint64_t t_warm = now_ns() + (uint64_t)(o.warmup * 1e9);
+  if (sync) {
+    /* One request at a time, the servers in turn. */
+    uint64_t t_start = 0, t_stop = 0;
+    for (;;) {
+      uint64_t now = now_ns();
+      if (!t_start && now >= t_warm) t_start = now, t_stop = now + (uint64_t)(o.seconds * 1e9);
+      if (t_start && now >= t_stop) break;
+      for (int i = 0; i < g_nservers; i++) {
+        uint64_t t0 = now_ns();
+        rget(&cs[i]);
+        if (rreply_err(&cs[i]) != ZOK) errors[i]++;
+        if (t_start) hist_add(&hs[i], now_ns() - t0);
+      }
+    }
+    for (int i = 0; i < g_nservers; i++)
+      measured[i] = (double)(t_stop - t_start) / 1e9;
+  } else {
+    /* o.depth in flight on the active server; turns of o.slice_ms. */
+    for (int k = 0;; k = (k + 1) % g_nservers) {
+      if (now_ns() >= t_warm && k == 0 && measured[g_nservers - 1] >= o.seconds) break;
+      struct rconn *c = &cs[k];
+      bool measure = now_ns() >= t_warm;
+      uint64_t *t0 = calloc((size_t)o.depth, sizeof *t0);
+      uint64_t ts = now_ns(), t_end = ts + (uint64_t)o.slice_ms * 1000000u;
+      int32_t first = c->xid + 1;
+      for (int j = 0; j < o.depth; j++) {
+        t0[j] = now_ns();
+        rget(c);
+      }
+      int inflight = o.depth;
+      while (inflight) {
+        rframe(c);
+        int32_t xid = (int32_t)get32(c->in + 4);
+        int slot = (int)((xid - first) % o.depth);
+        uint64_t t = now_ns();
+        if (measure) hist_add(&hs[k], t - t0[slot]);
+        if (rreply_err(c) != ZOK) errors[k]++;
+        inflight--;
+        if (t < t_end) {
+          t0[slot] = now_ns();
+          rget(c);
+          inflight++;
+        }
+      }
+      if (measure) measured[k] += (double)(now_ns() - ts) / 1e9;
+      free(t0);
+    }
+  }
+  int any = 0;
+  for (int i = 0; i < g_nservers; i++) {
+    print_result(&hs[i], i < nl ? g_labels[i] : g_servers[i], g_servers[i], 1, measured[i], errors[i],
+                 hs[i].count, 0);
+    any |= errors[i] != 0;
+    rclose(&cs[i]);
+  }
+  return any;
+}
+
 static void usage(void) {
   fprintf(
       stderr,
       "usage: zkw_bench_load latency|throughput|idle -s host:port[,host:port...] [-o get|set|create|flink]\n"
       "       [-n sessions] [-d depth] [-t seconds] [-w warmup-seconds] [-c count] [-z size]\n"
       "       [-T session-timeout-ms] [-C concurrency] [-S slice-ms] [-A attach-from] [-l "
-      "label[,label...]]\n");
+      "label[,label...]]\n"
+      "       zkw_bench_load raw-latency|raw-throughput -s [tls:]host:port[,...] [-K ca] [-E cert -Y key]\n");
   exit(2);
 }
 
@@ -939,7 +1160,7 @@ int main(int argc, char **argv) {
   o.mode = argv[1];
   optind = 2;
   int c;
-  while ((c = getopt(argc, argv, "s:o:n:d:t:w:c:z:T:C:S:A:l:")) != -1) {
+  while ((c = getopt(argc, argv, "s:o:n:d:t:w:c:z:T:C:S:A:l:K:E:Y:")) != -1) {
     switch (c) {
     case 's':
       o.server = optarg;
@@ -985,6 +1206,15 @@ int main(int argc, char **argv) {
     case 'l':
       o.label = optarg;
       break;
+    case 'K':
+      o.tls_ca = optarg;
+      break;
+    case 'E':
+      o.tls_cert = optarg;
+      break;
+    case 'Y':
+      o.tls_key = optarg;
+      break;
     default:
       usage();
     }
@@ -997,5 +1227,11 @@ int main(int argc, char **argv) {
   if (strcmp(o.mode, "latency") == 0) return run_zk(true);
   if (strcmp(o.mode, "throughput") == 0) return run_zk(false);
   if (strcmp(o.mode, "idle") == 0) return run_idle();
+  if (strcmp(o.mode, "raw-latency") == 0 || strcmp(o.mode, "raw-throughput") == 0) {
+    g_data = calloc(1, (size_t)o.size + 1);
+    if (!g_data) die("out of memory");
+    memset(g_data, 'x', (size_t)o.size);
+    return run_raw(strcmp(o.mode, "raw-latency") == 0);
+  }
   usage();
 }

@@ -64,6 +64,124 @@ def four_letter(port, word, timeout=5.0):
         return out
 
 
+def tls_context(ca=None, cert=None, key=None, verify=True, server_name=None):
+    """A client ssl.SSLContext: verified against ca (hostname included when
+    server_name is given), with a client certificate when cert is given."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if verify:
+        ctx.load_verify_locations(cafile=str(ca))
+        ctx.check_hostname = server_name is not None
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def four_letter_tls(port, word, ctx, server_name=None, timeout=5.0):
+    """four_letter over TLS (ZooKeeper's secure port answers them too)."""
+    if isinstance(word, str):
+        word = word.encode()
+    with socket.create_connection((HOST, port), timeout=timeout) as raw:
+        with ctx.wrap_socket(raw, server_hostname=server_name) as s:
+            s.sendall(word)
+            out = b""
+            while True:
+                try:
+                    d = s.recv(65536)
+                except (ConnectionResetError, OSError):
+                    break
+                if not d:
+                    break
+                out += d
+            return out
+
+
+class TlsCerts:
+    """Certificates for a test run, made with the openssl CLI in dir: a CA,
+    a server certificate (IP SAN 127.0.0.1, DNS SAN zk.test), a client
+    certificate, and the bad ones: a server certificate of an untrusted CA,
+    one expired, one for another name. Server keystores are PEM files with
+    the key and the certificate (ssl.keyStore.type=PEM)."""
+
+    SERVER_SAN = "IP:127.0.0.1,DNS:zk.test"
+
+    def __init__(self, workdir):
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.ca = self._ca("ca", "zkwarden test CA")
+        self.other_ca = self._ca("other-ca", "untrusted test CA")
+        self.server = self._leaf("server", "zk", self.SERVER_SAN)
+        self.client = self._leaf("client", "jm-0", None, ext="extendedKeyUsage=clientAuth")
+        self.untrusted = self._leaf("untrusted", "zk", self.SERVER_SAN, ca="other-ca")
+        self.wrong_name = self._leaf("wrong-name", "other", "IP:127.0.0.2,DNS:other.test")
+        self.expired = self._leaf("expired", "zk", self.SERVER_SAN, dates=("20200101000000Z",
+                                                                            "20200201000000Z"))
+
+    def _run(self, *args):
+        subprocess.run(["openssl"] + list(args), cwd=str(self.dir), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def _ca(self, name, cn):
+        self._run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key",
+                  "-out", name + ".pem", "-days", "30", "-subj", "/CN=" + cn,
+                  "-addext", "basicConstraints=critical,CA:TRUE",
+                  "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        return self.dir / (name + ".pem")
+
+    def _leaf(self, name, cn, san, ca="ca", ext=None, dates=None, days=30):
+        """name.pem (certificate), name.key, name-keystore.pem (both)."""
+        self._run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out",
+                  name + ".csr", "-subj", "/CN=" + cn)
+        exts = ["basicConstraints=CA:FALSE"]
+        if san:
+            exts.append("subjectAltName=" + san)
+        if ext:
+            exts.append(ext)
+        (self.dir / (name + ".ext")).write_text("\n".join(exts) + "\n")
+        if dates:
+            # openssl 3.0's x509 cannot backdate: a throwaway `openssl ca`.
+            db = self.dir / ("%s.db" % name)
+            db.mkdir(exist_ok=True)
+            (db / "index.txt").write_text("")
+            (db / "serial").write_text("1000\n")
+            (db / "ca.cnf").write_text(
+                "[ca]\ndefault_ca=d\n[d]\ndatabase=%s/index.txt\nnew_certs_dir=%s\n"
+                "serial=%s/serial\ndefault_md=sha256\npolicy=p\n[p]\ncommonName=supplied\n"
+                % (db, db, db))
+            self._run("ca", "-batch", "-config", str(db / "ca.cnf"), "-cert", ca + ".pem",
+                      "-keyfile", ca + ".key", "-in", name + ".csr", "-out", name + ".pem",
+                      "-startdate", dates[0], "-enddate", dates[1], "-extfile", name + ".ext",
+                      "-notext")
+        else:
+            self._run("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
+                      "-CAcreateserial", "-out", name + ".pem", "-days", str(days),
+                      "-extfile", name + ".ext")
+        pem = self.dir / (name + ".pem")
+        key = self.dir / (name + ".key")
+        (self.dir / (name + "-keystore.pem")).write_bytes(key.read_bytes() + pem.read_bytes())
+        return pem
+
+    def keystore(self, leaf):
+        return self.dir / (Path(leaf).stem + "-keystore.pem")
+
+    def key(self, leaf):
+        return self.dir / (Path(leaf).stem + ".key")
+
+    def new_client(self, name, days):
+        """Another client certificate of the CA (rotation), valid for days."""
+        return self._leaf(name, "jm-0", None, ext="extendedKeyUsage=clientAuth", days=days)
+
+
+# Debian's zookeeper.jar leaves netty off its classpath; the
+# NettyServerCnxnFactory (the only one serving TLS) needs these.
+NETTY_JARS = ["netty-buffer", "netty-codec", "netty-common", "netty-handler", "netty-resolver",
+              "netty-transport", "netty-transport-native-epoll", "netty-transport-native-unix-common"]
+
+
 def port_accepts(port):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
@@ -116,7 +234,9 @@ class ZkServer:
 
     def __init__(self, workdir, tick_ms=500, min_session_ms=1000,
                  max_session_ms=30000, extra_cfg=None,
-                 four_letter_words="srvr,ruok,stat", jvm_args=(), sysprops=None, jaas=None):
+                 four_letter_words="srvr,ruok,stat", jvm_args=(), sysprops=None, jaas=None, tls=None):
+        """tls: (TlsCerts, server certificate, ssl.clientAuth) to serve TLS
+        only: secureClientPort on the port, no plaintext client port."""
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.datadir = self.dir / "data"
@@ -141,13 +261,27 @@ class ZkServer:
             "minSessionTimeout=%d" % min_session_ms,
             "maxSessionTimeout=%d" % max_session_ms,
             "dataDir=%s" % self.datadir,
-            "clientPort=%d" % self.port,
-            "clientPortAddress=%s" % HOST,
             "maxClientCnxns=0",
             "admin.enableServer=false",
             "4lw.commands.whitelist=%s" % four_letter_words,
             "extendedTypesEnabled=true",
         ]
+        self.tls = tls
+        if tls:
+            certs, server_cert, client_auth = tls
+            lines += ["secureClientPort=%d" % self.port,
+                      "secureClientPortAddress=%s" % HOST,
+                      "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                      "ssl.keyStore.location=%s" % certs.keystore(server_cert),
+                      "ssl.keyStore.type=PEM",
+                      "ssl.trustStore.location=%s" % certs.ca,
+                      "ssl.trustStore.type=PEM",
+                      "ssl.clientAuth=%s" % client_auth]
+            # The harness's own checks: unverified, with a client certificate.
+            self.check_ctx = tls_context(cert=certs.client, key=certs.key(certs.client),
+                                         verify=False)
+        else:
+            lines += ["clientPort=%d" % self.port, "clientPortAddress=%s" % HOST]
         lines += list(extra_cfg or [])
         self.cfg.write_text("\n".join(lines) + "\n")
 
@@ -161,6 +295,8 @@ class ZkServer:
         cp = ZK_CLASSPATH
         if os.path.exists(ZK_LOG_BINDING):
             cp += ":" + ZK_LOG_BINDING
+        if self.tls:
+            cp += "".join(":/usr/share/java/%s.jar" % j for j in NETTY_JARS)
         props = ["-D%s=%s" % kv for kv in sorted(self.sysprops.items())]
         cmd = ["java"] + self.jvm_args + props + ["-Dzookeeper.extendedTypesEnabled=true",
                # Containers are checked every second, not every minute.
@@ -183,7 +319,10 @@ class ZkServer:
             raise RuntimeError("ZooKeeper exited with %s during start:\n%s"
                                % (self.proc.returncode, tail(self.log)))
         try:
-            out = four_letter(self.port, "srvr", timeout=2.0)
+            if self.tls:
+                out = four_letter_tls(self.port, "srvr", self.check_ctx, timeout=2.0)
+            else:
+                out = four_letter(self.port, "srvr", timeout=2.0)
         except OSError:
             return False
         return b"Mode: standalone" in out

@@ -1,0 +1,316 @@
+"""TLS to the ensemble (issue 14), against ZooKeeper 3.8 serving TLS only
+(NettyServerCnxnFactory, secureClientPort, PEM keystores, no plaintext client
+port) with real kazoo clients.
+
+The failure first: a client (or today's zkwarden) speaking plaintext gets
+nowhere with a TLS-only server; then zkwarden with ZKWARDEN_UPSTREAM_TLS=on
+carries plaintext JobManager sessions to it, with clientAuth none and need.
+Servers that fail verification (untrusted CA, wrong name, expired) are refused
+with OpenSSL's reason and /readyz 503. A sidecar's registry and fences go
+through its internal relay over TLS. Certificates rotate under load without a
+session lost. Certificates are made per run by the openssl CLI (TlsCerts).
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from calendar import timegm
+
+import pytest
+from kazoo.client import KazooState
+from kazoo.handlers.threading import KazooTimeoutError
+
+from test_identity import Jm, hard_kill, time_to_leadership
+from zkharness import TlsCerts, ZkServer, default_zkwarden_bin, four_letter_tls, wait_until
+
+pytestmark = pytest.mark.zkwarden
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return TlsCerts(tmp_path_factory.mktemp("tls-certs"))
+
+
+@pytest.fixture
+def tls_zk(tmp_path, request):
+    """tls_zk(server_cert=None, client_auth="none"): a TLS-only server of the test's own."""
+    started = []
+
+    def start(certs, server_cert=None, client_auth="none"):
+        srv = ZkServer(tmp_path / ("zk%d" % len(started)),
+                       tls=(certs, server_cert or certs.server, client_auth))
+        started.append(srv)
+        srv.start()
+        return srv
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+def tls_env(certs, client=False, **more):
+    env = {"ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": str(certs.ca)}
+    if client:
+        env.update({"ZKWARDEN_TLS_CERT_FILE": str(certs.client),
+                    "ZKWARDEN_TLS_KEY_FILE": str(certs.key(certs.client))})
+    env.update(more)
+    return env
+
+
+def direct_tls(kazoo_factory, srv, certs, client=True, **kw):
+    """A kazoo client speaking TLS straight to the server (an observer)."""
+    extra = {"certfile": str(certs.client), "keyfile": str(certs.key(certs.client))} if client else {}
+    return kazoo_factory(srv.hostport, use_ssl=True, ca=str(certs.ca), verify_certs=True, **extra, **kw)
+
+
+def cannot_connect(kazoo_factory, hostport, **kw):
+    """True when a kazoo client gets no session within 4 s."""
+    c = kazoo_factory(hostport, start=False, **kw)
+    try:
+        c.start(timeout=4)
+    except KazooTimeoutError:
+        return True
+    finally:
+        c.stop()
+    return False
+
+
+def not_ready(proxy, *needles):
+    """/readyz answers 503 with every needle in its reason."""
+    status, body = proxy.admin_get("/readyz")
+    return status == 503 and all(n in body for n in needles) and body
+
+
+def not_after(cert):
+    out = subprocess.run(["openssl", "x509", "-noout", "-enddate", "-in", str(cert)], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    return timegm(time.strptime(out.split("=", 1)[1], "%b %d %H:%M:%S %Y GMT"))
+
+
+# ------------------------------------------------------------ the failure, then TLS
+
+def test_tls_only_server_through_zkwarden(certs, tls_zk, zkwarden_factory, kazoo_factory):
+    srv = tls_zk(certs)
+    # Nothing goes plaintext: a plaintext client gets no session from it...
+    assert cannot_connect(kazoo_factory, srv.hostport)
+    # ...and neither does zkwarden without TLS (what zkwarden did before issue 14).
+    plain = zkwarden_factory.start(srv)
+    assert cannot_connect(kazoo_factory, plain.hostport)
+    wait_until(lambda: not_ready(plain, "no upstream server reachable"), 15, what="/readyz 503")
+
+    proxy = zkwarden_factory.start(srv, extra_env=tls_env(certs))
+    c = kazoo_factory(proxy.hostport)
+    c.create("/tls-a", b"over tls")
+    observer = direct_tls(kazoo_factory, srv, certs)
+    assert observer.get("/tls-a")[0] == b"over tls"
+    wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="/readyz 200 over TLS")
+    assert proxy.metric("zkwarden_tls_handshakes_total") >= 2  # the session and the probe
+    assert proxy.metric("zkwarden_tls_handshake_failures_total") == 0
+    assert proxy.metric("zkwarden_tls_cert_expiry_timestamp_seconds") == 0  # no client certificate
+
+    # The name to verify can be the DNS SAN instead of the address (sent as SNI).
+    named = zkwarden_factory.start(srv, extra_env=tls_env(certs, ZKWARDEN_TLS_SERVER_NAME="zk.test"))
+    assert kazoo_factory(named.hostport).get("/tls-a")[0] == b"over tls"
+    wrong = zkwarden_factory.start(srv, extra_env=tls_env(certs, ZKWARDEN_TLS_SERVER_NAME="other.test"))
+    assert cannot_connect(kazoo_factory, wrong.hostport)
+    assert "certificate verify failed: hostname mismatch" in wrong.stderr()
+
+
+def test_client_auth_need(certs, tls_zk, zkwarden_factory, kazoo_factory):
+    srv = tls_zk(certs, client_auth="need")
+    # Without a client certificate the server refuses the handshake.
+    bare = zkwarden_factory.start(srv, extra_env=tls_env(certs))
+    assert cannot_connect(kazoo_factory, bare.hostport)
+    wait_until(lambda: not_ready(bare, "TLS"), 15, what="/readyz 503 without a client certificate")
+
+    proxy = zkwarden_factory.start(srv, extra_env=tls_env(certs, client=True))
+    c = kazoo_factory(proxy.hostport)
+    c.create("/need-a", b"mutual")
+    assert direct_tls(kazoo_factory, srv, certs).get("/need-a")[0] == b"mutual"
+    wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="/readyz 200")
+    assert proxy.metric("zkwarden_tls_cert_expiry_timestamp_seconds") == not_after(certs.client)
+
+
+@pytest.mark.parametrize("bad,reason", [
+    ("untrusted", "certificate verify failed: unable to get local issuer certificate"),
+    ("wrong_name", "certificate verify failed: IP address mismatch"),
+    ("expired", "certificate verify failed: certificate has expired"),
+])
+def test_bad_server_certificate_refused(bad, reason, certs, tls_zk, zkwarden_factory, kazoo_factory):
+    srv = tls_zk(certs, server_cert=getattr(certs, bad))
+    # The server does serve TLS (unverified, it answers)...
+    assert b"Mode: standalone" in four_letter_tls(srv.port, "srvr", srv.check_ctx)
+    # ...but zkwarden never uses it: one line with OpenSSL's reason per attempt.
+    proxy = zkwarden_factory.start(srv, extra_env=tls_env(certs))
+    assert cannot_connect(kazoo_factory, proxy.hostport)
+    body = wait_until(lambda: not_ready(proxy, reason), 15, what="/readyz 503 with the reason")
+    print("/readyz:", body)
+    line = [l for l in proxy.stderr().splitlines() if "TLS handshake failed" in l and "conn=" in l][0]
+    assert reason in line and srv.hostport in line
+    assert proxy.metric("zkwarden_tls_handshake_failures_total") >= 2  # a session and a probe
+    assert proxy.metric("zkwarden_tls_handshakes_total") == 0
+    assert proxy.metric("zkwarden_sessions_established_total") == 0
+
+
+def test_bad_tls_files_stop_the_start(certs, tmp_path, zkwarden_factory):
+    """A CA, certificate or key that does not load stops zkwarden at start
+    (exit 2, one line saying which): it never starts without TLS."""
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    cases = [
+        ({"ZKWARDEN_TLS_CA_FILE": str(garbage)}, "ZKWARDEN_TLS_CA_FILE"),
+        ({"ZKWARDEN_TLS_CERT_FILE": str(certs.client), "ZKWARDEN_TLS_KEY_FILE": str(certs.key(certs.server))},
+         "ZKWARDEN_TLS_KEY_FILE"),
+        ({"ZKWARDEN_TLS_CERT_FILE": str(garbage), "ZKWARDEN_TLS_KEY_FILE": str(certs.key(certs.client))},
+         "ZKWARDEN_TLS_CERT_FILE"),
+    ]
+    for more, needle in cases:  # the key case: OpenSSL says "key values mismatch"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
+        env.update({"ZKWARDEN_UPSTREAM": "127.0.0.1:1", "ZKWARDEN_UPSTREAM_TLS": "on",
+                    "ZKWARDEN_TLS_CA_FILE": str(certs.ca)})
+        env.update(more)
+        r = subprocess.run([default_zkwarden_bin()], env=env, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2, r.stderr
+        assert "cannot load the TLS configuration: " + needle in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ------------------------------------------------------------ sidecar: registry and fences
+
+def test_sidecar_registry_and_fence_through_tls(certs, tls_zk, zkwarden_factory, kazoo_factory):
+    """The pod-restart drill (test_identity) against a TLS-only ensemble with
+    clientAuth=need: the registry session and the fence (libzookeeper_mt,
+    which has no TLS) go through the sidecar's internal relay."""
+    srv = tls_zk(certs, client_auth="need")
+    env = tls_env(certs, client=True, ZKWARDEN_MODE="sidecar", ZKWARDEN_IDENTITY="jm-0",
+                  ZKWARDEN_SWEEP_INTERVAL_S="0")
+    first = zkwarden_factory.start(srv, extra_env=env)
+    assert "internal relay on 127.0.0.1:" in first.stderr()
+    latch_dir = "/flink/c1/leader/latch"
+    old = Jm(first.hostport, 15000, latch_dir)
+    try:
+        observer = direct_tls(kazoo_factory, srv, certs)
+        assert observer.exists("/zkwarden/identities/jm-0/owner") is not None  # the registry, over TLS
+    finally:
+        old.kill()
+    hard_kill(first)
+    second = zkwarden_factory.start(srv, extra_env=env)
+    took = time_to_leadership(second.hostport, latch_dir, kazoo_factory, 15000, limit=30)
+    print("pod restart through TLS (session timeout 15 s): leads after %.3f s" % took)
+    assert took < 8.0, "leadership after %.2f s" % took  # the registry session (4 s) expires first
+    assert "fenced: closed" in second.stderr()
+    assert second.metric("zkwarden_fences_total") == 1
+    # The internal relay's sessions (registry, fence) are not JobManager sessions.
+    assert second.metric("zkwarden_identity_conflicts_total") == 0
+    assert second.metric("zkwarden_connections_accepted_total") == 1
+
+
+# ------------------------------------------------------------ rotation
+
+class Secret:
+    """A Kubernetes Secret volume: tls.crt, tls.key, ca.crt are symlinks to
+    ..data/, and ..data is a symlink swapped at once to a new version."""
+
+    def __init__(self, root):
+        self.root = root
+        root.mkdir()
+        self.version = 0
+        for name in ("tls.crt", "tls.key", "ca.crt"):
+            os.symlink("..data/" + name, str(root / name))
+
+    def put(self, cert, key, ca):
+        self.version += 1
+        d = self.root / ("..v%d" % self.version)
+        d.mkdir()
+        for name, src in (("tls.crt", cert), ("tls.key", key), ("ca.crt", ca)):
+            (d / name).write_bytes(src.read_bytes())
+        tmp = self.root / "..data_tmp"
+        os.symlink(d.name, str(tmp))
+        os.replace(str(tmp), str(self.root / "..data"))
+
+
+class Load:
+    """Clients doing set/get in a loop; records errors and state changes."""
+
+    def __init__(self, clients):
+        self.clients, self.errors, self.states, self.ops = clients, [], [], 0
+        self.sessions = [c.client_id[0] for c in clients]
+        self.stop = threading.Event()
+        for c in clients:
+            c.add_listener(lambda st: self.states.append(st) if st != KazooState.CONNECTED else None)
+        self.threads = [threading.Thread(target=self.run, args=(i, c)) for i, c in enumerate(clients)]
+        for t in self.threads:
+            t.start()
+
+    def run(self, i, c):
+        path = "/rot/%d" % i
+        c.ensure_path(path)
+        n = 0
+        while not self.stop.is_set():
+            try:
+                c.set(path, b"%d" % n)
+                assert c.get(path)[0] == b"%d" % n
+                n += 1
+                self.ops += 1
+            except Exception as e:  # any failure is a lost request
+                self.errors.append(repr(e))
+                return
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+
+
+def test_rotation_under_load_keeps_sessions(certs, tls_zk, zkwarden_factory, kazoo_factory, tmp_path):
+    srv = tls_zk(certs, client_auth="need")
+    secret = Secret(tmp_path / "secret")
+    secret.put(certs.client, certs.key(certs.client), certs.ca)
+    proxy = zkwarden_factory.start(srv, extra_env={
+        "ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": str(secret.root / "ca.crt"),
+        "ZKWARDEN_TLS_CERT_FILE": str(secret.root / "tls.crt"),
+        "ZKWARDEN_TLS_KEY_FILE": str(secret.root / "tls.key")})
+    expiry = lambda: proxy.metric("zkwarden_tls_cert_expiry_timestamp_seconds")  # noqa: E731
+    assert expiry() == not_after(certs.client)
+    load = Load([kazoo_factory(proxy.hostport) for _ in range(4)])
+    try:
+        def ops_go_on():
+            before = load.ops
+            wait_until(lambda: load.ops > before + 20 or load.errors, 10, what="operations")
+
+        # 1. A broken version (the key of another certificate): the old
+        #    context stays, new connections still work.
+        secret.put(certs.client, certs.key(certs.server), certs.ca)
+        wait_until(lambda: proxy.metric("zkwarden_tls_reload_failures_total") == 1, 25,
+                   what="the failed reload")
+        assert "TLS reload (the certificate files changed) failed, the previous certificates stay" \
+            in proxy.stderr()
+        assert expiry() == not_after(certs.client)
+        assert kazoo_factory(proxy.hostport).exists("/rot") is not None
+        ops_go_on()
+
+        # 2. A client certificate the server does not trust: taken (the files
+        #    are valid), so new connections fail; established ones go on.
+        untrusted = certs._leaf("client-other-ca", "jm-0", None, ca="other-ca",
+                                ext="extendedKeyUsage=clientAuth", days=20)
+        secret.put(untrusted, certs.key(untrusted), certs.ca)
+        wait_until(lambda: proxy.metric("zkwarden_tls_reloads_total") == 1, 25, what="the reload")
+        assert expiry() == not_after(untrusted)
+        assert cannot_connect(kazoo_factory, proxy.hostport)
+        ops_go_on()
+
+        # 3. The renewed certificate, picked up by SIGHUP before the poll.
+        renewed = certs.new_client("client-renewed", days=90)
+        secret.put(renewed, certs.key(renewed), certs.ca)
+        proxy.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: expiry() == not_after(renewed), 25, what="the renewed certificate")
+        assert "TLS reloaded (SIGHUP)" in proxy.stderr()
+        assert kazoo_factory(proxy.hostport).exists("/rot") is not None
+        ops_go_on()
+    finally:
+        load.finish()
+    print("rotation under load: %d operations, errors %s, state changes %s"
+          % (load.ops, load.errors, load.states))
+    assert load.errors == [] and load.states == []
+    assert [c.client_id[0] for c in load.clients] == load.sessions  # no session lost or renewed
