@@ -244,6 +244,8 @@ static void refresh_gauges(void) {
   ZKW_METRIC_SET(connections_active, (int64_t)a.srv->session_count);
   ZKW_METRIC_SET(sessions_active, active);
   ZKW_METRIC_SET(outstanding_requests, out);
+  char why[8];
+  ZKW_METRIC_SET(ready, zkw_server_ready(a.srv, why, sizeof why) ? 1 : 0);
 }
 
 #define TRY(expr)                                                                                            \
