@@ -8,7 +8,7 @@ build_pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
             libzookeeper-mt-dev libuv1-dev uuid-dev node-llhttp)
 test_pkgs=(zookeeper zookeeper-bin python3 python3-kazoo python3-pytest
            default-jdk-headless libcurator-framework-java libcurator-recipes-java
-           curl procps valgrind python3-yaml haproxy gnuplot-nox strace)
+           curl procps valgrind python3-yaml haproxy gnuplot-nox strace chromium)
 
 want=("${build_pkgs[@]}")
 case "${1:-all}" in

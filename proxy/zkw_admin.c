@@ -293,7 +293,7 @@ static const char PAGE_STYLE[] =
     "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em;border-bottom:1px solid #ccc}"
     "table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.25em .6em;"
     "text-align:left;vertical-align:top}th{background:#f0f0f0}.ok{color:#0a6b0a;font-weight:bold}"
-    ".bad{color:#b00000;font-weight:bold}code,.mono{font-family:monospace}";
+    ".bad{color:#b00000;font-weight:bold}code,.mono{font-family:monospace,monospace}";
 
 #define HTML(b, s, max) TRY(zkw_text_html((b), (s), (max)))
 
