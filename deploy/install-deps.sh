@@ -8,7 +8,7 @@ build_pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
             libzookeeper-mt-dev libuv1-dev uuid-dev node-llhttp libssl-dev)
 test_pkgs=(zookeeper zookeeper-bin python3 python3-kazoo python3-pytest
            default-jdk-headless libcurator-framework-java libcurator-recipes-java
-           curl procps valgrind python3-yaml haproxy gnuplot-nox strace openssl
+           curl procps valgrind python3-yaml haproxy gnuplot-nox strace openssl chromium
            python3-pure-sasl python3-kerberos krb5-kdc krb5-admin-server krb5-user)
 
 want=("${build_pkgs[@]}")

@@ -8,6 +8,7 @@
 #include "zkw_admin.h"
 #include "zkw_buf.h"
 #include "zkw_config.h"
+#include "zkw_locks.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
@@ -19,12 +20,14 @@ static const char *env(const char *name) {
 
 static void usage(FILE *out) {
   fprintf(out, "usage: zkwarden [--check-config | --list-metrics | --help | --version]\n"
+               "       zkwarden locks [--json] [--reclaim [--dry-run]]   (zkwarden locks --help)\n"
                "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
   zkw_config_help(out);
 }
 
 int main(int argc, char **argv) {
   bool check_only = false;
+  if (argc > 1 && strcmp(argv[1], "locks") == 0) return zkw_locks_cli(argc - 2, argv + 2);
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);

@@ -18,6 +18,7 @@
 #include "zkw_health.h"
 #include "zkw_tls.h"
 #include "zkw_history.h"
+#include "zkw_locks.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
@@ -70,8 +71,16 @@ static void conn_closed_cb(uv_handle_t *hd) {
   free(c);
 }
 
+/* A lock walk still answering h's request answers no one now. */
+static void http_cancel_walk(struct zkw_admin_http *h) {
+  if (!h->walk) return;
+  zkw_locks_walk_cancel(h->walk);
+  h->walk = NULL;
+}
+
 static void conn_close_now(struct admin_conn *c) {
   c->closing = true;
+  http_cancel_walk(&c->http);
   if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
   if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, conn_closed_cb);
 }
@@ -247,6 +256,8 @@ static void refresh_gauges(void) {
   ZKW_METRIC_SET(sessions_active, active);
   ZKW_METRIC_SET(plain_client_sessions, plain);
   ZKW_METRIC_SET(outstanding_requests, out);
+  char why[8];
+  ZKW_METRIC_SET(ready, zkw_server_ready(a.srv, why, sizeof why) ? 1 : 0);
 }
 
 #define TRY(expr)                                                                                            \
@@ -278,14 +289,153 @@ static int render_sessions(struct zkw_buf *b) {
   return 0;
 }
 
+/* ---- the lock report and the status page ---- */
+
+static const char PAGE_STYLE[] =
+    "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:80em}"
+    "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em;border-bottom:1px solid #ccc}"
+    "table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.25em .6em;"
+    "text-align:left;vertical-align:top}th{background:#f0f0f0}.ok{color:#0a6b0a;font-weight:bold}"
+    ".bad{color:#b00000;font-weight:bold}code,.mono{font-family:monospace,monospace}";
+
+#define HTML(b, s, max) TRY(zkw_text_html((b), (s), (max)))
+
+/* One row of the status table: name, then value (HTML-escaped). */
+static int kv_row(struct zkw_buf *b, const char *name, const char *cls, const char *value) {
+  TRY(zkw_text_printf(b, "<tr><th>%s</th><td class=\"%s\">", name, cls));
+  HTML(b, value, 4096);
+  TRY(zkw_text_printf(b, "</td></tr>\n"));
+  return 0;
+}
+
+static int render_page_sessions(struct zkw_buf *b) {
+  TRY(zkw_text_printf(
+      b,
+      "<h2>Sessions (%llu)</h2>\n<table><tr><th>conn</th><th>session</th><th>role</th>"
+      "<th>peer</th><th>upstream</th><th>phase</th><th>timeout ms</th><th>outstanding</th></tr>\n",
+      (unsigned long long)a.srv->session_count));
+  for (const struct zkw_session *s = a.srv->sessions; s; s = s->next) {
+    char role[40] = "plain client";
+    if (s->incarnation) snprintf(role, sizeof role, "incarnation %llu", (unsigned long long)s->incarnation);
+    TRY(zkw_text_printf(b, "<tr><td>%llu</td><td class=\"mono\">0x%llx</td><td>%s</td><td>",
+                        (unsigned long long)s->conn, (unsigned long long)s->session_id, role));
+    HTML(b, s->peer, sizeof s->peer);
+    TRY(zkw_text_printf(b, "</td><td>"));
+    HTML(b, s->upstream.connected ? s->up_name : "-", sizeof s->up_name);
+    TRY(zkw_text_printf(b, "</td><td>%s</td><td>%d</td><td>%u</td></tr>\n", phase_name(s->phase), s->timeout,
+                        outstanding(s)));
+  }
+  TRY(zkw_text_printf(b, "</table>\n"));
+  return 0;
+}
+
+#define PAGE_RECLAIMS 20
+
+static int render_page_reclaims(struct zkw_buf *b) {
+  TRY(zkw_text_printf(b,
+                      "<h2>Recent reclaims (%llu in all; the last %d)</h2>\n<table><tr><th>time (UTC)</th>"
+                      "<th>kind</th><th>path</th><th>identity</th><th>incarnation</th><th>session</th>"
+                      "<th>reason</th></tr>\n",
+                      (unsigned long long)zkw_history_total(), PAGE_RECLAIMS));
+  const struct zkw_history_entry *e;
+  for (unsigned i = 0; i < PAGE_RECLAIMS && (e = zkw_history_newest(i)); i++) {
+    char ts[40];
+    zkw_history_time(e, ts, sizeof ts);
+    TRY(zkw_text_printf(b, "<tr><td>%s</td><td>%s</td><td class=\"mono\">", ts,
+                        zkw_history_kind_name(e->kind)));
+    HTML(b, e->path, sizeof e->path);
+    TRY(zkw_text_printf(b, "</td><td>"));
+    HTML(b, e->identity, sizeof e->identity);
+    TRY(zkw_text_printf(b, "</td><td>%llu</td><td class=\"mono\">0x%llx</td><td>",
+                        (unsigned long long)e->incarnation, (unsigned long long)e->session_id));
+    HTML(b, e->reason, sizeof e->reason);
+    TRY(zkw_text_printf(b, "</td></tr>\n"));
+  }
+  TRY(zkw_text_printf(b, "</table>\n"));
+  return 0;
+}
+
+/* The status page; rep is the lock report, or NULL with why it is missing. */
+static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, const char *locks_why) {
+  const struct zkw_config *cfg = a.srv->cfg;
+  const struct zkw_identity *id = &a.srv->identity;
+  char why[600], line[700];
+  bool ready = zkw_server_ready(a.srv, why, sizeof why);
+  TRY(zkw_text_printf(b,
+                      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>zkwarden "));
+  HTML(b, cfg->identity, sizeof cfg->identity);
+  TRY(zkw_text_printf(b, "</title><style>%s</style></head><body>\n<h1>zkwarden %s: ", PAGE_STYLE,
+                      ZKW_VERSION));
+  HTML(b, cfg->identity, sizeof cfg->identity);
+  TRY(zkw_text_printf(b, "</h1>\n<table id=\"status\">\n"));
+  TRY(kv_row(b, "identity", "mono", cfg->relay_only ? "(relay mode: none)" : cfg->identity));
+  snprintf(line, sizeof line, "%llu", (unsigned long long)zkw_identity_current(id));
+  TRY(kv_row(b, "incarnation", "", line));
+  snprintf(line, sizeof line, "%s%s", ready ? "ready" : "not ready: ", ready ? "" : why);
+  TRY(kv_row(b, "readiness", ready ? "ok" : "bad", line));
+  if (!cfg->relay_only) {
+    snprintf(line, sizeof line, "%s%s%s", zkw_identity_state_name(id->state), id->why[0] ? ": " : "",
+             id->why);
+    TRY(kv_row(b, "registry", id->state == ZKW_REG_OWNER ? "ok" : "bad", line));
+  }
+  zkw_config_upstream_list(cfg, line, sizeof line);
+  TRY(kv_row(b, "upstream", "mono", line));
+  TRY(kv_row(b, "lock roots", "mono", cfg->raw_lock_roots ? cfg->raw_lock_roots : ""));
+  TRY(zkw_text_printf(b, "</table>\n"));
+  TRY(render_page_sessions(b));
+  TRY(render_page_reclaims(b));
+  TRY(zkw_text_printf(b, "<h2>Locks</h2>\n<div id=\"locks\">\n"));
+  if (rep) {
+    TRY(zkw_locks_render_html_summary(rep, b));
+    TRY(zkw_text_printf(b, "<p>Every lock with its verdict: <a href=\"/v1/locks\">/v1/locks</a> or "
+                           "<code>zkwarden locks</code>.</p>\n"));
+  } else {
+    TRY(zkw_text_printf(b, "<p class=\"bad\">lock report unavailable: "));
+    HTML(b, locks_why, 200);
+    TRY(zkw_text_printf(b, "</p>\n"));
+  }
+  TRY(zkw_text_printf(b,
+                      "</div>\n<p><a href=\"/metrics\">/metrics</a> <a href=\"/readyz\">/readyz</a> "
+                      "<a href=\"/v1/sessions\">/v1/sessions</a> <a href=\"/v1/reclaims\">/v1/reclaims</a> "
+                      "<a href=\"/v1/locks\">/v1/locks</a></p>\n</body></html>\n"));
+  return 0;
+}
+
+/* The lock walk for h's request is over: the answer, then the connection closes. */
+static void walk_answered(void *arg, struct zkw_locks_report *rep) {
+  struct zkw_admin_http *h = arg;
+  h->walk = NULL;
+  a.scratch.len = 0;
+  int rc = h->walk_page ? render_page(&a.scratch, rep, NULL) : zkw_locks_render_json(rep, &a.scratch);
+  zkw_locks_report_free(rep);
+  if (rc) return respond_line(h, 500, NULL, true, "out of memory");
+  respond(h, 200, h->walk_page ? "text/html; charset=utf-8" : "application/json", NULL, true);
+}
+
+/* Starts the lock walk that answers h. Returns NULL, or why none can run. */
+static const char *start_walk(struct zkw_admin_http *h, bool page) {
+  struct zkw_identity *id = &a.srv->identity;
+  if (a.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
+  if (!id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
+  h->walk_page = page;
+  if (zkw_locks_walk_start(id->zk, &a.srv->cfg->lock_roots, a.srv->cfg->registry_root, 0, walk_answered, h,
+                           &h->walk) != 0)
+    return "the registry session refused the reads";
+  return NULL;
+}
+
 static void serve(struct zkw_admin_http *c, bool last) {
   char path[ZKW_ADMIN_URL_MAX + 1];
   size_t n = strcspn(c->url, "?#");
   memcpy(path, c->url, n);
   path[n] = 0;
 
-  enum { HEALTHZ, READYZ, METRICS, SESSIONS, RECLAIMS, NONE } route = NONE;
-  if (strcmp(path, "/healthz") == 0)
+  enum { HEALTHZ, READYZ, METRICS, SESSIONS, RECLAIMS, LOCKS, PAGE, NONE } route = NONE;
+  if (strcmp(path, "/") == 0)
+    route = PAGE;
+  else if (strcmp(path, "/v1/locks") == 0)
+    route = LOCKS;
+  else if (strcmp(path, "/healthz") == 0)
     route = HEALTHZ;
   else if (strcmp(path, "/readyz") == 0)
     route = READYZ;
@@ -297,7 +447,8 @@ static void serve(struct zkw_admin_http *c, bool last) {
     route = RECLAIMS;
 
   if (route == NONE) {
-    respond_line(c, 404, NULL, last, "not found; paths: /healthz /readyz /metrics /v1/sessions /v1/reclaims");
+    respond_line(c, 404, NULL, last,
+                 "not found; paths: / /healthz /readyz /metrics /v1/sessions /v1/reclaims /v1/locks");
     return;
   }
   if (llhttp_get_method(&c->parser) != HTTP_GET) {
@@ -329,6 +480,20 @@ static void serve(struct zkw_admin_http *c, bool last) {
     if (zkw_history_render_json(&a.scratch, ZKW_HISTORY_SIZE) != 0) break;
     respond(c, 200, "application/json", NULL, last);
     return;
+  case LOCKS:
+  case PAGE: {
+    const char *why = start_walk(c, route == PAGE);
+    if (!why) return; /* walk_answered follows */
+    if (route == LOCKS) {
+      char line[200];
+      snprintf(line, sizeof line, "lock report unavailable: %s", why);
+      respond_line(c, 503, NULL, last, line);
+      return;
+    }
+    if (render_page(&a.scratch, NULL, why) != 0) break;
+    respond(c, 200, "text/html; charset=utf-8", NULL, last);
+    return;
+  }
   case NONE:
     break;
   }
@@ -404,7 +569,7 @@ static int on_message_complete(llhttp_t *p) {
   bool last =
       !llhttp_should_keep_alive(p) || p->upgrade || c->out.len + c->held > ZKW_ADMIN_OUT_MAX || a.stopping;
   serve(c, last);
-  return c->done || c->failed ? HPE_PAUSED : 0;
+  return c->done || c->failed || c->walk ? HPE_PAUSED : 0;
 }
 
 void zkw_admin_http_init(struct zkw_admin_http *h) {
@@ -414,12 +579,13 @@ void zkw_admin_http_init(struct zkw_admin_http *h) {
 }
 
 void zkw_admin_http_release(struct zkw_admin_http *h) {
+  http_cancel_walk(h);
   zkw_buf_release(&h->out);
 }
 
 int zkw_admin_http_feed(struct zkw_admin_http *h, const char *data, size_t n) {
   if (h->failed) return -1;
-  if (h->done || n == 0) return 0;
+  if (h->done || h->walk || n == 0) return 0;
   llhttp_errno_t err = llhttp_execute(&h->parser, data, n);
   if (h->failed) return -1;
   if (err == HPE_OK || err == HPE_PAUSED || h->done) return 0;
@@ -618,7 +784,9 @@ int zkw_admin_start(struct zkw_server *srv) {
     return rc;
   }
   a.started = true;
-  zkw_log_info("admin endpoint on http://%s (/healthz /readyz /metrics /v1/sessions /v1/reclaims)", a.where);
+  zkw_log_info(
+      "admin endpoint on http://%s (/ /healthz /readyz /metrics /v1/sessions /v1/reclaims /v1/locks)",
+      a.where);
   return 0;
 }
 

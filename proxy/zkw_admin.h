@@ -7,6 +7,11 @@
  *   /metrics       Prometheus text format 0.0.4 (zkw_metrics.h)
  *   /v1/sessions   JSON: the client connections and their sessions
  *   /v1/reclaims   JSON: the last reclaim actions (zkw_history.h)
+ *   /v1/locks      JSON: the lock report (zkw_locks.h), read through the
+ *                  registry session without blocking the loop
+ *   /              the status page: plain HTML, no external assets
+ * The answers of /v1/locks and / wait for the lock walk; they close the
+ * connection (what was pipelined behind them is not read).
  * Other paths get 404, other methods on these paths 405. A malformed request
  * gets 400, a request head over ZKW_ADMIN_HEAD_MAX bytes 431, a URL over
  * ZKW_ADMIN_URL_MAX bytes 414, a body over ZKW_ADMIN_BODY_MAX bytes 413; each
@@ -26,6 +31,7 @@
 #include "zkw_buf.h"
 
 struct zkw_server;
+struct zkw_locks_walk;
 
 #define ZKW_ADMIN_MAX_CONNS  256
 #define ZKW_ADMIN_HEAD_MAX   8192 /* request line and headers */
@@ -64,6 +70,8 @@ struct zkw_admin_http {
   size_t body_bytes;
   size_t url_len;
   char url[ZKW_ADMIN_URL_MAX + 1];
+  struct zkw_locks_walk *walk; /* the lock walk the last request waits for */
+  bool walk_page;              /* it is for the status page (else /v1/locks) */
 };
 
 /* Makes the request handling answer about srv (zkw_admin_start calls it). */

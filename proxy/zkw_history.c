@@ -50,6 +50,19 @@ uint64_t zkw_history_total(void) {
   return total;
 }
 
+const struct zkw_history_entry *zkw_history_newest(unsigned i) {
+  uint64_t held = total < ZKW_HISTORY_SIZE ? total : ZKW_HISTORY_SIZE;
+  return i < held ? &ring[(total - 1 - i) % ZKW_HISTORY_SIZE] : NULL;
+}
+
+void zkw_history_time(const struct zkw_history_entry *e, char *out, size_t cap) {
+  time_t sec = (time_t)(e->time_ms / 1000);
+  struct tm tm;
+  gmtime_r(&sec, &tm);
+  size_t tl = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + tl, cap - tl, ".%03dZ", (int)(e->time_ms % 1000));
+}
+
 #define TRY(expr)                                                                                            \
   do {                                                                                                       \
     if ((expr) != 0) return -ENOMEM;                                                                         \
@@ -61,13 +74,9 @@ int zkw_history_render_json(struct zkw_buf *out, unsigned limit) {
   TRY(zkw_text_printf(out, "{\"capacity\":%d,\"total\":%llu,\"reclaims\":[", ZKW_HISTORY_SIZE,
                       (unsigned long long)total));
   for (uint64_t i = 0; i < held; i++) {
-    const struct zkw_history_entry *e = &ring[(total - 1 - i) % ZKW_HISTORY_SIZE];
-    time_t sec = (time_t)(e->time_ms / 1000);
-    struct tm tm;
+    const struct zkw_history_entry *e = zkw_history_newest((unsigned)i);
     char ts[40];
-    gmtime_r(&sec, &tm);
-    size_t tl = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(ts + tl, sizeof ts - tl, ".%03dZ", (int)(e->time_ms % 1000));
+    zkw_history_time(e, ts, sizeof ts);
     TRY(zkw_text_printf(out, "%s{\"time\":\"%s\",\"time_ms\":%lld,\"kind\":\"%s\",\"path\":", i ? "," : "",
                         ts, (long long)e->time_ms, zkw_history_kind_name(e->kind)));
     TRY(zkw_text_json_string(out, e->path, sizeof e->path));

@@ -55,5 +55,9 @@ uint64_t zkw_history_total(void);
  * first; at most limit entries. Returns 0 or -ENOMEM. */
 int zkw_history_render_json(struct zkw_buf *out, unsigned limit) __attribute__((warn_unused_result));
 const char *zkw_history_kind_name(enum zkw_history_kind kind);
+/* The i-th newest action still held (0: the newest), or NULL. */
+const struct zkw_history_entry *zkw_history_newest(unsigned i);
+/* An action's time as 2026-01-02T03:04:05.678Z. */
+void zkw_history_time(const struct zkw_history_entry *e, char *out, size_t cap);
 
 #endif

@@ -1,4 +1,5 @@
-/* zkw_lockrule.c: the lock rule, lock roots, identities and the lock tag. */
+/* zkw_lockrule.c: the lock rule, lock roots, identities, the lock tag and
+ * the staleness rule. */
 #include "zkw_lockrule.h"
 
 #include <ctype.h>
@@ -172,4 +173,14 @@ int zkw_tag_parse(struct zkw_bytes data, struct zkw_tag *tag) {
   if (null && blen != 0) return -1;
   tag->original = null ? (struct zkw_bytes){NULL, -1} : (struct zkw_bytes){body, blen};
   return 0;
+}
+
+const char *zkw_lock_why_not_stale(const struct zkw_tag *tag, int64_t owner, int64_t asking_session,
+                                   uint64_t current) {
+  if (!tag) return "not tagged by zkwarden";
+  if (owner == 0) return "not an ephemeral";
+  if (owner == asking_session) return "held by the asking session";
+  if (current == 0) return "its identity's current incarnation is unknown";
+  if (tag->incarnation >= current) return "held by its identity's current incarnation";
+  return NULL;
 }

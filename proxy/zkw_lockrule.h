@@ -72,4 +72,13 @@ long zkw_tag_write(uint8_t *out, size_t cap, const char *identity, uint64_t inca
  * well-formed tag. */
 int zkw_tag_parse(struct zkw_bytes data, struct zkw_tag *tag);
 
+/* The staleness rule, shared by reclaim, sweeps and `zkwarden locks`: why a
+ * lock node is not a stale lock, in the words every report uses, or NULL if
+ * it is one. tag: the node's tag, NULL if it has none; owner: its
+ * ephemeralOwner (0: not an ephemeral); asking_session: the session on whose
+ * behalf the question is asked (0: none); current: the current incarnation
+ * of the tag's identity from the registry (0: unknown). */
+const char *zkw_lock_why_not_stale(const struct zkw_tag *tag, int64_t owner, int64_t asking_session,
+                                   uint64_t current);
+
 #endif

@@ -158,6 +158,8 @@ struct zkw_histogram {
     "notAfter of the TLS client certificate in use, seconds since the Unix epoch; 0 when none or TLS off.")  \
   X(identity_incarnation, GAUGE, NONE, "zkwarden_identity_incarnation",                                      \
     "Current incarnation number of this JobManager identity (0 until known).")                               \
+  X(ready, GAUGE, NONE, "zkwarden_ready",                                                                    \
+    "1 while GET /readyz answers 200 (upstream reachable, registry usable), else 0 (computed).")             \
   X(fences, COUNTER, NONE, "zkwarden_fences_total", "Superseded sessions closed on the server (fenced).")    \
   X(fence_failures, COUNTER, NONE, "zkwarden_fence_failures_total",                                          \
     "Fencing attempts that failed or timed out.")                                                            \

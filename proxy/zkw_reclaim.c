@@ -43,12 +43,7 @@ struct lock_check {
 /* Why a node is not a stale lock, or NULL if it is one. current is the
  * current incarnation of the tag's identity (0 if unknown). */
 static const char *not_stale(const struct lock_check *c, int64_t asking_session, uint64_t current) {
-  if (!c->tagged) return "not tagged by zkwarden";
-  if (c->owner == 0) return "not an ephemeral";
-  if (c->owner == asking_session) return "held by the asking session";
-  if (current == 0) return "its identity's current incarnation is unknown";
-  if (c->tag.incarnation >= current) return "held by its identity's current incarnation";
-  return NULL;
+  return zkw_lock_why_not_stale(c->tagged ? &c->tag : NULL, c->owner, asking_session, current);
 }
 
 /* Reads a node into a lock_check (from a get result). */

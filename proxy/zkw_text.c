@@ -1,4 +1,4 @@
-/* zkw_text.c: appending formatted text and JSON strings to a zkw_buf. */
+/* zkw_text.c: appending formatted text, JSON strings and HTML text to a zkw_buf. */
 #include "zkw_text.h"
 
 #include <errno.h>
@@ -61,6 +61,41 @@ int zkw_text_json_string(struct zkw_buf *b, const char *s, size_t max) {
     }
   }
   o[k++] = '"';
+  b->len += k;
+  return 0;
+}
+
+int zkw_text_html(struct zkw_buf *b, const char *s, size_t max) {
+  size_t n = strnlen(s, max);
+  if (zkw_buf_reserve(b, n * 6) != 0) return -ENOMEM;
+  char *o = (char *)b->data + b->len;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *rep = NULL;
+    switch (s[i]) {
+    case '&':
+      rep = "&amp;";
+      break;
+    case '<':
+      rep = "&lt;";
+      break;
+    case '>':
+      rep = "&gt;";
+      break;
+    case '"':
+      rep = "&quot;";
+      break;
+    case '\'':
+      rep = "&#39;";
+      break;
+    default:
+      o[k++] = s[i];
+      continue;
+    }
+    size_t rl = strlen(rep);
+    memcpy(o + k, rep, rl);
+    k += rl;
+  }
   b->len += k;
   return 0;
 }

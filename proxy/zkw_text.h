@@ -18,4 +18,8 @@ __attribute__((warn_unused_result));
  * or -ENOMEM. */
 int zkw_text_json_string(struct zkw_buf *b, const char *s, size_t max) __attribute__((warn_unused_result));
 
+/* Appends s as HTML text, escaping &, <, >, " and '; at most max bytes of s.
+ * Returns 0 or -ENOMEM. */
+int zkw_text_html(struct zkw_buf *b, const char *s, size_t max) __attribute__((warn_unused_result));
+
 #endif

@@ -20,7 +20,7 @@ from zkharness import HOST, free_port, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
-PATHS = ["/healthz", "/readyz", "/metrics", "/v1/sessions", "/v1/reclaims"]
+PATHS = ["/healthz", "/readyz", "/metrics", "/v1/sessions", "/v1/reclaims", "/v1/locks", "/"]
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def zk_server_hostport(proxy):
     return proxy.upstreams[0]
 
 
-@pytest.mark.parametrize("path", ["/", "/metricsx", "/healthz/", "/v1/sessions/1", "/v1", "/HEALTHZ",
+@pytest.mark.parametrize("path", ["/index.html", "/metricsx", "/healthz/", "/v1/sessions/1", "/v1", "/HEALTHZ",
                                   "/../metrics"])
 def test_unknown_path_is_404(proxy, admin, path):
     r = admin(proxy).get(path, "--path-as-is")

@@ -1,12 +1,14 @@
 /* test_admin_units.c: unit tests of the operability modules: histogram
- * buckets, the Prometheus rendering, JSON strings, the reclaim history ring,
- * and secrets in configuration errors. */
+ * buckets, the Prometheus rendering, JSON and HTML strings, the reclaim
+ * history ring, secrets in configuration errors, and the staleness rule's
+ * verdicts that `zkwarden locks`, /v1/locks and reclaim share. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../unit/zkw_test.h"
 #include "zkw_config.h"
 #include "zkw_history.h"
+#include "zkw_lockrule.h"
 #include "zkw_metrics.h"
 #include "zkw_text.h"
 
@@ -75,6 +77,28 @@ static void test_json_string_escapes_and_cuts_at_utf8_boundaries(void) {
   ASSERT_EQ(zkw_text_json_string(&b, "ab\xc3\xa9", 4), 0);
   ASSERT_STREQ(buf_str(&b), "\"ab\xc3\xa9\"");
   zkw_buf_release(&b);
+}
+
+static void test_html_text_escapes_markup(void) {
+  struct zkw_buf b = {0};
+  ASSERT_EQ(zkw_text_html(&b, "<a href=\"x\">&'</a>", 100), 0);
+  ASSERT_STREQ(buf_str(&b), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+  b.len = 0;
+  ASSERT_EQ(zkw_text_html(&b, "abcdef", 3), 0);
+  ASSERT_STREQ(buf_str(&b), "abc");
+  zkw_buf_release(&b);
+}
+
+/* Each rule of zkw_lock_why_not_stale in order, and the one stale case. */
+static void test_staleness_rule_words(void) {
+  struct zkw_tag t = {.identity = "jm-0", .incarnation = 2};
+  ASSERT_STREQ(zkw_lock_why_not_stale(NULL, 7, 0, 3), "not tagged by zkwarden");
+  ASSERT_STREQ(zkw_lock_why_not_stale(&t, 0, 0, 3), "not an ephemeral");
+  ASSERT_STREQ(zkw_lock_why_not_stale(&t, 7, 7, 3), "held by the asking session");
+  ASSERT_STREQ(zkw_lock_why_not_stale(&t, 7, 8, 0), "its identity's current incarnation is unknown");
+  ASSERT_STREQ(zkw_lock_why_not_stale(&t, 7, 8, 2), "held by its identity's current incarnation");
+  ASSERT_TRUE(zkw_lock_why_not_stale(&t, 7, 8, 3) == NULL);
+  ASSERT_TRUE(zkw_lock_why_not_stale(&t, 7, 0, 3) == NULL); /* no asking session */
 }
 
 static void test_history_ring_keeps_the_newest(void) {
@@ -154,6 +178,8 @@ int main(void) {
   RUN(test_histogram_bounds_are_inclusive);
   RUN(test_render_histogram_and_counters);
   RUN(test_json_string_escapes_and_cuts_at_utf8_boundaries);
+  RUN(test_html_text_escapes_markup);
+  RUN(test_staleness_rule_words);
   RUN(test_history_ring_keeps_the_newest);
   RUN(test_config_error_hides_a_secret);
   RUN(test_config_admin_listen_and_log_file);

@@ -248,21 +248,19 @@ def env_of(container, configmaps):
     return env
 
 
-def check_jobmanager_statefulset(docs, zkw_bin):
-    sts = find(docs, "StatefulSet", "flink-jobmanager")
-    pod = sts["spec"]["template"]
-    spec = pod["spec"]
+def zkwarden_sidecar(spec):
+    """The pod spec's one zkwarden container (a native sidecar if it is an init container)."""
     sidecars = [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == "zkwarden"]
     assert len(sidecars) == 1
     zkw = sidecars[0]
     if zkw in spec.get("initContainers", []):
         assert zkw.get("restartPolicy") == "Always", "an init container must be a native sidecar"
-    jm = [c for c in spec["containers"] if c["name"] == "jobmanager"][0]
-    env = env_of(zkw, docs)
+    return zkw
 
-    # Identity from the pod name (downward API).
-    assert env["ZKWARDEN_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    # The admin endpoint: reachable on the pod IP, probed, scraped.
+
+def check_sidecar(pod, zkw, env):
+    """What every zkwarden sidecar needs: its admin endpoint reachable on the
+    pod IP, probed and scraped; resources; a locked-down security context."""
     host, _, port = env["ZKWARDEN_ADMIN_LISTEN"].rpartition(":")
     assert host in ("0.0.0.0", "[::]"), "kubelet probes the pod IP: the admin endpoint must not be loopback"
     ports = {p["name"]: p["containerPort"] for p in zkw["ports"]}
@@ -278,14 +276,17 @@ def check_jobmanager_statefulset(docs, zkw_bin):
     assert ann["prometheus.io/scrape"] == "true"
     assert int(ann["prometheus.io/port"]) == int(port)
     assert ann["prometheus.io/path"] == "/metrics"
-    for c in (zkw, jm):
-        assert c["resources"]["requests"].get("memory") and c["resources"]["requests"].get("cpu"), c["name"]
-        assert c["resources"]["limits"].get("memory"), c["name"]
+    assert zkw["resources"]["requests"].get("memory") and zkw["resources"]["requests"].get("cpu")
+    assert zkw["resources"]["limits"].get("memory")
     sc = zkw["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
+    assert env["ZKWARDEN_LISTEN"].startswith("127.0.0.1:")
 
-    # The registry credentials: a Secret mounted where the variable points.
+
+def check_registry_secret(spec, zkw, env):
+    """The registry credentials: a Secret mounted where the variable points.
+    Returns the Secret's name."""
     auth_file = env["ZKWARDEN_REGISTRY_AUTH_FILE"]
     assert "ZKWARDEN_REGISTRY_AUTH" not in env, "credentials belong in the mounted file, not the environment"
     mounts = [m for m in zkw["volumeMounts"] if auth_file.startswith(m["mountPath"].rstrip("/") + "/")]
@@ -294,6 +295,23 @@ def check_jobmanager_statefulset(docs, zkw_bin):
     secret = vol["secret"]
     key = auth_file[len(mounts[0]["mountPath"].rstrip("/")) + 1:]
     assert key in [i["path"] for i in secret.get("items", [])] or not secret.get("items")
+    return secret["secretName"]
+
+
+def check_jobmanager_statefulset(docs, zkw_bin):
+    sts = find(docs, "StatefulSet", "flink-jobmanager")
+    pod = sts["spec"]["template"]
+    spec = pod["spec"]
+    zkw = zkwarden_sidecar(spec)
+    jm = [c for c in spec["containers"] if c["name"] == "jobmanager"][0]
+    env = env_of(zkw, docs)
+
+    # Identity from the pod name (downward API).
+    assert env["ZKWARDEN_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    check_sidecar(pod, zkw, env)
+    assert jm["resources"]["requests"].get("memory") and jm["resources"]["requests"].get("cpu")
+    assert jm["resources"]["limits"].get("memory")
+    secret_name = check_registry_secret(spec, zkw, env)
 
     # The JobManager talks to ZooKeeper through the sidecar only.
     flink = flink_conf_of(docs, spec, jm)
@@ -312,7 +330,47 @@ def check_jobmanager_statefulset(docs, zkw_bin):
     plain.pop("ZKWARDEN_REGISTRY_AUTH_FILE")  # the Secret's file is not here
     r = check_config(zkw_bin, plain)
     assert r.returncode == 0, r.stderr
-    return secret["secretName"]
+    return secret_name
+
+
+FLINK_OPERATOR = os.path.join(DEPLOY, "flink-operator", "flinkdeployment.yaml")
+
+
+def test_flink_operator_deployment(zkw_bin):
+    """The FlinkDeployment example: zkwarden as a native sidecar of the
+    JobManager (sidecar mode, identity from the pod name, registry Secret)
+    and of the TaskManagers (relay), both probed and scraped; the HA settings
+    through the sidecar; savepoint upgrades without the last-state fallback
+    (the operator reads HA metadata from its own pod)."""
+    (doc,) = [d for d in yaml.safe_load_all(open(FLINK_OPERATOR)) if d]
+    assert (doc["apiVersion"], doc["kind"]) == ("flink.apache.org/v1beta1", "FlinkDeployment")
+    spec = doc["spec"]
+    conf = spec["flinkConfiguration"]
+    assert all(isinstance(v, str) for v in conf.values()), "flinkConfiguration values are strings"
+    assert conf["high-availability.type"] == "zookeeper"
+    assert conf["high-availability.storageDir"] and conf["state.savepoints.dir"]
+    assert conf["high-availability.zookeeper.client.ensemble-tracker"] == "false"
+    assert spec["job"]["upgradeMode"] == "savepoint"
+    assert conf["kubernetes.operator.job.upgrade.last-state-fallback.enabled"] == "false"
+    m = re.search(r"flink:(\d+)\.(\d+)", spec["image"])
+    assert m and spec["flinkVersion"] == "v%s_%s" % m.groups() and (int(m.group(1)), int(m.group(2))) >= (1, 18)
+    assert spec["jobManager"]["resource"]["memory"] and spec["taskManager"]["resource"]["memory"]
+    for role, mode in (("jobManager", "sidecar"), ("taskManager", "relay")):
+        pod = spec[role]["podTemplate"]
+        zkw = zkwarden_sidecar(pod["spec"])
+        assert [c["name"] for c in pod["spec"]["containers"]] == ["flink-main-container"]
+        env = env_of(zkw, [])
+        check_sidecar(pod, zkw, env)
+        assert conf["high-availability.zookeeper.quorum"] == "localhost:" + env["ZKWARDEN_LISTEN"].rpartition(":")[2]
+        assert env["ZKWARDEN_MODE"] == mode, role
+        assert env["ZKWARDEN_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}, role
+        plain = {k: v for k, v in env.items() if isinstance(v, str)}
+        plain["ZKWARDEN_IDENTITY"] = "flink-example-5d8f7c9b4-x7k2p"
+        if mode == "sidecar":
+            assert check_registry_secret(pod["spec"], zkw, env) == "zkwarden-registry"
+            plain.pop("ZKWARDEN_REGISTRY_AUTH_FILE")  # the Secret's file is not here
+        r = check_config(zkw_bin, plain)
+        assert r.returncode == 0, (role, r.stderr)
 
 
 def flink_conf_of(docs, spec, container):

@@ -10,7 +10,7 @@ import hashlib
 import os
 import sys
 
-PATHS = ["/healthz", "/readyz", "/metrics", "/v1/sessions", "/v1/reclaims"]
+PATHS = ["/healthz", "/readyz", "/metrics", "/v1/sessions", "/v1/reclaims", "/v1/locks", "/"]
 H = "Host: 127.0.0.1:9000\r\n"
 
 
