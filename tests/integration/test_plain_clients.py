@@ -38,6 +38,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 import kazoo_workload
 import rawzk
 from test_curator_workload import run_curator
+from test_identity import new_latch
 from test_kazoo_workload import assert_transcript
 from test_zkcli import ZKCLI
 from zkharness import HOST, run_bounded, wait_until
@@ -311,11 +312,6 @@ def test_jobmanager_survives_every_other_client_in_its_pod(layout, private_zk, z
 
 # ---------------------------------------------------------------- two live JobManager sessions
 
-def latch(client, ns):
-    return client.create("%s/leader/latch/_c_%s-latch-" % (ns, uuid.uuid4()), b"", ephemeral=True,
-                         sequence=True, makepath=True)
-
-
 def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factory):
     """The old JobManager hangs with its connection open and its replacement
     arrives (the hung-old-JM case); the old one then wakes up, finds its
@@ -326,7 +322,7 @@ def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factor
     direct = kazoo_factory(private_zk.hostport)
     first = kazoo_factory(proxy.hostport, timeout=20)
     first_sid = first.client_id[0]
-    first_latch = latch(first, ns)
+    first_latch = new_latch(first, ns + "/leader/latch")
     first.create(graph, b"graph", makepath=True)
     assert registry_incarnation(direct) == (1, first_sid)
 
@@ -340,7 +336,7 @@ def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factor
     assert proxy.metric("zkwarden_fences_total") == 0
 
     # Its latch create: the new incarnation. The first session is fenced.
-    second_latch = latch(second, ns)
+    second_latch = new_latch(second, ns + "/leader/latch")
     assert direct.exists(first_latch) is None  # fenced before the latch was forwarded
     assert registry_incarnation(direct) == (2, second_sid)
     assert proxy.metric("zkwarden_fences_total") == 1
@@ -350,13 +346,13 @@ def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factor
     wait_until(lambda: first.connected and first.client_id and first.client_id[0] not in (first_sid, second_sid), 30,
                what="the superseded client's new session")
     comeback = first.client_id[0]
-    again = latch(first, ns)
+    again = new_latch(first, ns + "/leader/latch")
     lock = "%s/%s" % (graph, uuid.uuid4())
     first.create(lock, b"127.0.0.1", ephemeral=True)
     wait_until(lambda: proxy.metric("zkwarden_identity_conflicts_total") == 1, 10, what="the conflict")
     for _ in range(3):  # it goes on acting as the JobManager: no ping-pong
         first.set(ns + "/leader/latch", b"")
-        latch(first, ns)
+        new_latch(first, ns + "/leader/latch")
     assert direct.get(lock)[0] == b"127.0.0.1"  # relayed untagged
     assert direct.exists(again).ephemeralOwner == comeback
     assert direct.exists(second_latch).ephemeralOwner == second_sid and second.client_id[0] == second_sid
@@ -513,7 +509,7 @@ def test_operator_like_client_reads_and_deletes_ha_metadata(mode, private_zk, zk
     for where, hostport in (("direct", private_zk.hostport), (mode, op_proxy.hostport)):
         ns = "/flink/op-" + where
         jm = kazoo_factory(jm_proxy.hostport)
-        latch(jm, ns)
+        new_latch(jm, ns + "/leader/latch")
         jm.create(ns + "/leader/dispatcher/connection_info", b"\xac\xedaddr", ephemeral=True, makepath=True)
         graph = "%s/jobgraphs/%s" % (ns, "c" * 32)
         jm.create(graph, b"graph", makepath=True)
