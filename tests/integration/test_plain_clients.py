@@ -5,7 +5,7 @@ TaskManagers doing leader retrieval, zkCli, applications, health checks,
 hostile input) is a plain client: relayed as in relay mode, never fencing and
 never fenced. Each test here fails under the old rule ("every new session
 through a sidecar is a new incarnation"), where the first other client fenced
-the JobManager:
+the JobManager (all but the relay-mode half of 5, which shows the relay):
 
  1. the Flink-like Curator JobManager of the drills (both layouts) next to a
     Curator leader retrieval, zkCli, kazoo readers and writers and clients
@@ -17,7 +17,10 @@ the JobManager:
     client's comeback is a plain client and an identity conflict, no ping-pong;
  3. client libraries (kazoo, Curator) behave through a shared sidecar exactly
     as direct, whatever they do outside the lock roots;
- 4. hostile input with valid handshakes never fences the JobManager.
+ 4. hostile input with valid handshakes never fences the JobManager;
+ 5. an operator-like client (the Flink Kubernetes operator's HA metadata
+    check and cleanup) through a relay-mode or sidecar-mode zkwarden of its
+    own works as direct.
 """
 
 import json
@@ -33,11 +36,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 import kazoo_workload
 import rawzk
 from test_curator_workload import run_curator
+from test_hostile_input import closed_by_peer
 from test_identity import new_latch
 from test_kazoo_workload import assert_transcript
 from test_zkcli import ZKCLI
@@ -426,12 +430,12 @@ def test_hostile_input_next_to_a_healthy_jobmanager(private_zk, zkwarden_factory
             if kind == 3:  # a handshake that claims the JobManager's session with a wrong password
                 s = socket.create_connection((HOST, proxy.port), timeout=10)
                 s.sendall(rawzk.connect_request(timeout_ms=SESSION_MS, session_id=sid, passwd=b"\1" * 16))
-                rawzk_closed(s)
+                expect_close(s)
                 continue
             if kind == 0:  # garbage as the first bytes
                 s = socket.create_connection((HOST, proxy.port), timeout=10)
                 s.sendall(bad[i % len(bad)])
-                rawzk_closed(s)
+                expect_close(s)
                 continue
             # a valid new session, then garbage (1) or requests and a drop (2)
             r = rawzk.RawSession(proxy.port, timeout_ms=4000)
@@ -440,7 +444,7 @@ def test_hostile_input_next_to_a_healthy_jobmanager(private_zk, zkwarden_factory
                     r.send(bad[i % len(bad)])
                 except OSError:
                     pass
-                rawzk_closed(r.sock)
+                expect_close(r.sock)
             else:
                 r.send(rawzk.get_data(1, lock) + rawzk.exists(2, "/flink", watch=True))
                 assert [r.read_reply()[0] for _ in range(2)] == [1, 2]
@@ -462,18 +466,11 @@ def test_hostile_input_next_to_a_healthy_jobmanager(private_zk, zkwarden_factory
         p.wait()
 
 
-def rawzk_closed(sock, timeout=10.0):
-    """Reads until the peer closes (EOF or reset); fails if it stays open."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except (ConnectionResetError, BrokenPipeError):
-        pass
-    except socket.timeout:
-        pytest.fail("zkwarden kept a bad connection open")
-    finally:
-        sock.close()
+def expect_close(sock):
+    """zkwarden (or the server behind it) must close this bad connection."""
+    closed, data = closed_by_peer(sock)
+    sock.close()
+    assert closed, "a bad connection stayed open (read %r)" % data[:64]
 
 
 # ---------------------------------------------------------------- the Flink Kubernetes operator
