@@ -10,6 +10,7 @@ import re
 import socket
 import struct
 import time
+import uuid
 
 import pytest
 
@@ -40,7 +41,10 @@ def test_every_path_answers(zk_server, zkwarden_factory, admin, kazoo_factory):
     proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_MODE": "sidecar"})
     adm = admin(proxy)
     kz = kazoo_factory(proxy.hostport)
-    kz.exists("/")
+    # Its leader latch: the JobManager's incarnation; `other` stays a plain client.
+    kz.create("/flink/admin-paths/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True, makepath=True)
+    other = kazoo_factory(proxy.hostport)
+    other.exists("/")
 
     r = adm.get("/healthz")
     assert (r.status, r.text) == (200, "ok\n")
@@ -58,16 +62,18 @@ def test_every_path_answers(zk_server, zkwarden_factory, admin, kazoo_factory):
     r = adm.get("/v1/sessions")
     assert (r.status, r.headers["content-type"]) == (200, "application/json")
     doc = r.json()
-    assert doc["count"] == 1 and len(doc["sessions"]) == 1
-    s = doc["sessions"][0]
+    assert doc["count"] == 2 and len(doc["sessions"]) == 2
+    s, o = sorted(doc["sessions"], key=lambda x: x["session"] != "0x%x" % kz.client_id[0])
+    assert (o["session"], o["role"], o["incarnation"]) == ("0x%x" % other.client_id[0], "plain", 0)
     assert s["session"] == "0x%x" % kz.client_id[0]
     assert s["phase"] == "active"
     assert s["upstream"] == zk_server_hostport(proxy)
     assert s["timeout_ms"] > 0 and s["outstanding"] == 0 and s["read_only"] is False
     assert re.fullmatch(r"127\.0\.0\.1:\d+", s["peer"])
-    assert s["incarnation"] == 1  # the first new session of this zkwarden's identity
-    assert sorted(s) == ["conn", "incarnation", "outstanding", "peer", "phase", "read_only", "session",
+    assert s["incarnation"] == 1 and s["role"] == "incarnation"  # the first JobManager session of this identity
+    assert sorted(s) == ["conn", "incarnation", "outstanding", "peer", "phase", "read_only", "role", "session",
                          "timeout_ms", "upstream"]
+    assert re.search(r"^zkwarden_plain_client_sessions 1$", adm.get("/metrics").text, re.M)
 
     r = adm.get("/v1/reclaims")
     assert r.status == 200

@@ -21,9 +21,11 @@ def reclaims(adm):
 def test_fence_of_a_superseded_session_is_listed(zk_server, zkwarden_factory, admin):
     proxy = zkwarden_factory.start(zk_server, extra_env={"ZKWARDEN_ORPHAN_GRACE_MS": "0", "ZKWARDEN_MODE": "sidecar"})
     adm = admin(proxy)
-    first = rawzk.RawSession(proxy.port, timeout_ms=30000)  # incarnation 1
+    first = rawzk.RawSession(proxy.port, timeout_ms=30000)
+    assert first.create_latch() == 0  # incarnation 1
     first.close()  # the JobManager dies; its session lives on in the server
-    second = rawzk.RawSession(proxy.port)  # incarnation 2: fences the first
+    second = rawzk.RawSession(proxy.port)
+    assert second.create_latch() == 0  # incarnation 2: fences the first
     doc = wait_until(lambda: (lambda d: d if d["reclaims"] else None)(reclaims(adm)), 10,
                      what="the fence in /v1/reclaims")
     assert doc["total"] == 1 and doc["capacity"] == 256
@@ -46,6 +48,7 @@ def test_orphan_fence_is_listed(zk_server, zkwarden_factory, admin):
     adm = admin(proxy)
     before = adm.samples()
     s = rawzk.RawSession(proxy.port, timeout_ms=30000)
+    assert s.create_latch() == 0  # incarnation 1 (a plain client is never orphan-fenced)
     sid = s.session_id
     s.close()  # dropped without closeSession: an orphan after 300 ms
     doc = wait_until(lambda: (lambda d: d if d["reclaims"] else None)(reclaims(adm)), 10,

@@ -154,13 +154,14 @@ def zkwarden_factory(tmp_path, request):
 class Target:
     """Where clients connect: the server itself or a zkwarden in front of it.
 
-    One zkwarden stands for one JobManager's sidecar: every new session
-    through it is a new incarnation of its identity and fences the previous
-    session (DESIGN.md 3.3), so a second concurrent session must not share
-    it. Sessions other than the one under test (helpers that trigger
-    watches, a second Curator client, ...) connect to another() instead: the
-    server (direct) or a zkwarden of their own, as another JobManager would.
-    Relay mode gets the same layout, so both modes see the same traffic."""
+    One zkwarden stands for one JobManager's sidecar. Sessions other than
+    the one under test (helpers that trigger watches, a second Curator
+    client, ...) connect to another(): the server (direct) or a zkwarden of
+    their own, as another JobManager's would be, so that a workload that
+    creates ephemerals under the lock roots (DESIGN.md 3.3: that begins an
+    incarnation) never fences its own helpers. Relay mode gets the same
+    layout, so both modes see the same traffic. Clients sharing one sidecar:
+    test_plain_clients.py."""
 
     def __init__(self, kind, server, proxy=None, factory=None):
         self.kind = kind

@@ -40,6 +40,12 @@ def exists(xid, path, watch=False):
     return request(xid, 3, ustring(path) + (b"\1" if watch else b"\0"))
 
 
+def create(xid, path, data=b"", flags=0):
+    """create (opcode 1) with the open ACL (world:anyone, all permissions)."""
+    acl = struct.pack(">ii", 1, 31) + ustring("world") + ustring("anyone")
+    return request(xid, 1, ustring(path) + struct.pack(">i", len(data)) + data + acl + struct.pack(">i", flags))
+
+
 class RawSession:
     """A connected, established ZooKeeper session on a raw socket."""
 
@@ -55,6 +61,18 @@ class RawSession:
 
     def send(self, data):
         self.sock.sendall(data)
+
+    def create_latch(self, parent="/flink"):
+        """Acts as the JobManager: ensures `parent` and creates a leader latch
+        node under it (EPHEMERAL_SEQUENTIAL), which begins an incarnation
+        through a sidecar. Returns the latch create's error code (0: ok)."""
+        import uuid
+        self.send(create(0x7000, parent) + create(0x7001, "%s/_c_%s-latch-" % (parent, uuid.uuid4()), flags=3))
+        errs = {}
+        while len(errs) < 2:
+            xid, _, err, _ = self.read_reply()
+            errs[xid] = err
+        return errs[0x7001]
 
     def read_exact(self, n):
         while len(self.buf) < n:

@@ -1,12 +1,13 @@
-"""6. Hostile input against zkwarden. A healthy kazoo session stays open
-through zkwarden all along; after each case it must still work (get/set),
-without having lost its connection, and zkwarden must still be running. The
+"""6. Hostile input against zkwarden. A healthy kazoo session, the
+JobManager's incarnation (it created its leader latch), stays open through
+zkwarden all along; after each case it must still work (get/set), without
+having lost its connection, and zkwarden must still be running. The
 offending connection itself must be closed by zkwarden (EOF or reset).
 
 Bad input "after a valid ConnectRequest" re-attaches a spare session made
-directly on the server: a ConnectRequest with session id 0 through this
-zkwarden would be a new incarnation of its identity and fence the healthy
-session by design (DESIGN.md 3.3), which is not what these cases test."""
+directly on the server, so that each case is one connection and one
+session. New sessions among the garbage are plain clients and fence
+nothing (issue 12): test_plain_clients.py."""
 
 import os
 import random
@@ -14,6 +15,7 @@ import socket
 import struct
 import threading
 import time
+import uuid
 
 import pytest
 from kazoo.protocol.states import KazooState
@@ -29,12 +31,13 @@ class Healthy:
 
     def __init__(self, proxy, kazoo_factory, name):
         self.proxy = proxy
-        self.path = "/hostile-" + name
         self.client = kazoo_factory(proxy)
         self.states = []
         self.client.add_listener(lambda s: self.states.append(s) and False)
         self.sid = self.client.client_id[0]
-        self.client.create(self.path, b"0", ephemeral=True)
+        # Its leader latch: the session is the JobManager's incarnation.
+        self.path = self.client.create("/flink/hostile-%s/leader/latch/_c_%s-latch-" % (name, uuid.uuid4()), b"0",
+                                       ephemeral=True, sequence=True, makepath=True)
         self.n = 0
 
     def check(self, what):
@@ -47,6 +50,7 @@ class Healthy:
         assert self.client.client_id[0] == self.sid
         assert KazooState.SUSPENDED not in self.states and KazooState.LOST not in self.states, \
             "the healthy session saw %s after %s" % (self.states, what)
+        assert self.proxy.metric("zkwarden_fences_total") == 0, "something was fenced after %s" % what
 
 
 class Spares:
@@ -291,8 +295,7 @@ def test_300_idle_connections(proxy, healthy, kazoo_factory, spares):
         for _ in range(300):
             socks.append(socket.create_connection((HOST, proxy.port), timeout=10))
         healthy.check("300 idle connections")
-        # a new kazoo client (on a spare session: a new session here would
-        # be a new incarnation and fence the healthy one)
+        # a new kazoo client (on a spare session, as the other cases)
         newcomer = kazoo_factory(proxy, timeout=30, client_id=spares.get()[0])
         newcomer.create("/hostile-newcomer", b"hi", ephemeral=True)
         assert newcomer.get("/hostile-newcomer")[0] == b"hi"

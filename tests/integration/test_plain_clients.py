@@ -5,7 +5,7 @@ TaskManagers doing leader retrieval, zkCli, applications, health checks,
 hostile input) is a plain client: relayed as in relay mode, never fencing and
 never fenced. Each test here fails under the old rule ("every new session
 through a sidecar is a new incarnation"), where the first other client fenced
-the JobManager:
+the JobManager (all but the relay-mode half of 5, which shows the relay):
 
  1. the Flink-like Curator JobManager of the drills (both layouts) next to a
     Curator leader retrieval, zkCli, kazoo readers and writers and clients
@@ -17,7 +17,10 @@ the JobManager:
     client's comeback is a plain client and an identity conflict, no ping-pong;
  3. client libraries (kazoo, Curator) behave through a shared sidecar exactly
     as direct, whatever they do outside the lock roots;
- 4. hostile input with valid handshakes never fences the JobManager.
+ 4. hostile input with valid handshakes never fences the JobManager;
+ 5. an operator-like client (the Flink Kubernetes operator's HA metadata
+    check and cleanup) through a relay-mode or sidecar-mode zkwarden of its
+    own works as direct.
 """
 
 import json
@@ -33,11 +36,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 import kazoo_workload
 import rawzk
 from test_curator_workload import run_curator
+from test_hostile_input import closed_by_peer
+from test_identity import new_latch
 from test_kazoo_workload import assert_transcript
 from test_zkcli import ZKCLI
 from zkharness import HOST, run_bounded, wait_until
@@ -311,11 +316,6 @@ def test_jobmanager_survives_every_other_client_in_its_pod(layout, private_zk, z
 
 # ---------------------------------------------------------------- two live JobManager sessions
 
-def latch(client, ns):
-    return client.create("%s/leader/latch/_c_%s-latch-" % (ns, uuid.uuid4()), b"", ephemeral=True,
-                         sequence=True, makepath=True)
-
-
 def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factory):
     """The old JobManager hangs with its connection open and its replacement
     arrives (the hung-old-JM case); the old one then wakes up, finds its
@@ -326,7 +326,7 @@ def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factor
     direct = kazoo_factory(private_zk.hostport)
     first = kazoo_factory(proxy.hostport, timeout=20)
     first_sid = first.client_id[0]
-    first_latch = latch(first, ns)
+    first_latch = new_latch(first, ns + "/leader/latch")
     first.create(graph, b"graph", makepath=True)
     assert registry_incarnation(direct) == (1, first_sid)
 
@@ -340,7 +340,7 @@ def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factor
     assert proxy.metric("zkwarden_fences_total") == 0
 
     # Its latch create: the new incarnation. The first session is fenced.
-    second_latch = latch(second, ns)
+    second_latch = new_latch(second, ns + "/leader/latch")
     assert direct.exists(first_latch) is None  # fenced before the latch was forwarded
     assert registry_incarnation(direct) == (2, second_sid)
     assert proxy.metric("zkwarden_fences_total") == 1
@@ -350,13 +350,13 @@ def test_two_live_jobmanager_sessions(private_zk, zkwarden_factory, kazoo_factor
     wait_until(lambda: first.connected and first.client_id and first.client_id[0] not in (first_sid, second_sid), 30,
                what="the superseded client's new session")
     comeback = first.client_id[0]
-    again = latch(first, ns)
+    again = new_latch(first, ns + "/leader/latch")
     lock = "%s/%s" % (graph, uuid.uuid4())
     first.create(lock, b"127.0.0.1", ephemeral=True)
     wait_until(lambda: proxy.metric("zkwarden_identity_conflicts_total") == 1, 10, what="the conflict")
     for _ in range(3):  # it goes on acting as the JobManager: no ping-pong
         first.set(ns + "/leader/latch", b"")
-        latch(first, ns)
+        new_latch(first, ns + "/leader/latch")
     assert direct.get(lock)[0] == b"127.0.0.1"  # relayed untagged
     assert direct.exists(again).ephemeralOwner == comeback
     assert direct.exists(second_latch).ephemeralOwner == second_sid and second.client_id[0] == second_sid
@@ -430,12 +430,12 @@ def test_hostile_input_next_to_a_healthy_jobmanager(private_zk, zkwarden_factory
             if kind == 3:  # a handshake that claims the JobManager's session with a wrong password
                 s = socket.create_connection((HOST, proxy.port), timeout=10)
                 s.sendall(rawzk.connect_request(timeout_ms=SESSION_MS, session_id=sid, passwd=b"\1" * 16))
-                rawzk_closed(s)
+                expect_close(s)
                 continue
             if kind == 0:  # garbage as the first bytes
                 s = socket.create_connection((HOST, proxy.port), timeout=10)
                 s.sendall(bad[i % len(bad)])
-                rawzk_closed(s)
+                expect_close(s)
                 continue
             # a valid new session, then garbage (1) or requests and a drop (2)
             r = rawzk.RawSession(proxy.port, timeout_ms=4000)
@@ -444,7 +444,7 @@ def test_hostile_input_next_to_a_healthy_jobmanager(private_zk, zkwarden_factory
                     r.send(bad[i % len(bad)])
                 except OSError:
                     pass
-                rawzk_closed(r.sock)
+                expect_close(r.sock)
             else:
                 r.send(rawzk.get_data(1, lock) + rawzk.exists(2, "/flink", watch=True))
                 assert [r.read_reply()[0] for _ in range(2)] == [1, 2]
@@ -466,18 +466,11 @@ def test_hostile_input_next_to_a_healthy_jobmanager(private_zk, zkwarden_factory
         p.wait()
 
 
-def rawzk_closed(sock, timeout=10.0):
-    """Reads until the peer closes (EOF or reset); fails if it stays open."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except (ConnectionResetError, BrokenPipeError):
-        pass
-    except socket.timeout:
-        pytest.fail("zkwarden kept a bad connection open")
-    finally:
-        sock.close()
+def expect_close(sock):
+    """zkwarden (or the server behind it) must close this bad connection."""
+    closed, data = closed_by_peer(sock)
+    sock.close()
+    assert closed, "a bad connection stayed open (read %r)" % data[:64]
 
 
 # ---------------------------------------------------------------- the Flink Kubernetes operator
@@ -513,7 +506,7 @@ def test_operator_like_client_reads_and_deletes_ha_metadata(mode, private_zk, zk
     for where, hostport in (("direct", private_zk.hostport), (mode, op_proxy.hostport)):
         ns = "/flink/op-" + where
         jm = kazoo_factory(jm_proxy.hostport)
-        latch(jm, ns)
+        new_latch(jm, ns + "/leader/latch")
         jm.create(ns + "/leader/dispatcher/connection_info", b"\xac\xedaddr", ephemeral=True, makepath=True)
         graph = "%s/jobgraphs/%s" % (ns, "c" * 32)
         jm.create(graph, b"graph", makepath=True)
