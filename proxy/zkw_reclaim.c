@@ -64,9 +64,33 @@ static void fill_check(struct lock_check *c, const struct zkw_zk_result *r) {
 /* A step that could not do its work (zerr: the ZooKeeper error it got):
  * logged at warn with the path, counted by reason, recorded. c: the lock
  * concerned, if known. */
+/* The failure reason of a ZooKeeper error (the same codes as on the wire). */
+static enum zkw_reclaim_failure failure_of(int zerr) {
+  switch (zerr) {
+  case ZKW_ZERR_NOAUTH:
+    return ZKW_RFAIL_NOAUTH;
+  case ZKW_ZERR_NONODE:
+    return ZKW_RFAIL_NONODE;
+  case ZKW_ZERR_BADVERSION:
+    return ZKW_RFAIL_BADVERSION;
+  case ZKW_ZERR_CONNECTIONLOSS:
+  case ZKW_ZERR_SESSIONEXPIRED:
+  case ZKW_ZERR_SESSIONMOVED:
+  case ZKW_ZERR_CLOSING:
+    return ZKW_RFAIL_CONNECTION_LOSS;
+  case ZKW_ZERR_OPERATIONTIMEOUT:
+  case ZKW_ZERR_REQUESTTIMEOUT:
+    return ZKW_RFAIL_TIMEOUT;
+  default:
+    return ZKW_RFAIL_OTHER;
+  }
+}
+
 static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind, const char *step,
                         const char *path, int zerr, const struct lock_check *c) {
-  const char *reason = zkw_metrics_reclaim_failure(zerr);
+  enum zkw_reclaim_failure f = failure_of(zerr);
+  zkw_metrics.reclaim_failures[f]++;
+  const char *reason = zkw_reclaim_failure_name(f);
   const char *what = zkw_history_kind_name(kind);
   if (s)
     zkw_slog(s, ZKW_LOG_WARN, "%s: cannot %s %s: %s (%s)", what, step, path, zkw_zk_error(zerr), reason);
