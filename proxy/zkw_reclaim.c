@@ -249,8 +249,7 @@ static void lock_read(struct reclaim *rc, int i, const struct zkw_zk_result *r) 
   }
   if (r->rc != ZOK) {
     c->why = "unreadable";
-    if (rc->s->phase != ZKW_PHASE_CLOSING || r->rc != ZCONNECTIONLOSS)
-      step_failed(rc->s, reclaim_kind(rc), "read the lock", c->path, r->rc, NULL);
+    step_failed(rc->s, reclaim_kind(rc), "read the lock", c->path, r->rc, NULL);
     if (!rc->blocked) {
       rc->blocked = "unreadable by the JobManager's session";
       snprintf(rc->blocked_path, sizeof rc->blocked_path, "%s", c->path);
@@ -306,8 +305,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
   struct reclaim *rc = arg;
   if (r->rc == ZNONODE) return reclaim_finish(rc, true); /* the parent is gone: replay */
   if (r->rc != ZOK) {
-    if (rc->s->phase != ZKW_PHASE_CLOSING || r->rc != ZCONNECTIONLOSS)
-      step_failed(rc->s, reclaim_kind(rc), "list the locks under", rc->path, r->rc, NULL);
+    step_failed(rc->s, reclaim_kind(rc), "list the locks under", rc->path, r->rc, NULL);
     return reclaim_finish(rc, false);
   }
   rc->locks = calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rc->locks);
