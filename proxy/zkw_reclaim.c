@@ -23,7 +23,7 @@
 #include "zkw_session.h"
 
 #define SWEEP_MAX_NODES 200000
-#define SWEEP_WINDOW    8    /* registry reads in flight during a walk */
+#define SWEEP_WINDOW    8    /* in-band reads in flight during a walk */
 #define SWEEP_SOON_MS   1000 /* after a new incarnation */
 #define SWEEP_WAIT_MS   20   /* while lock requests are still outstanding */
 #define SWEEP_NO_JM_MS  1000 /* while no JobManager session is attached to read with */
@@ -61,9 +61,6 @@ static void fill_check(struct lock_check *c, const struct zkw_zk_result *r) {
   c->tag.original = (struct zkw_bytes){NULL, -1}; /* points into r: not kept */
 }
 
-/* A step that could not do its work (zerr: the ZooKeeper error it got):
- * logged at warn with the path, counted by reason, recorded. c: the lock
- * concerned, if known. */
 /* The failure reason of a ZooKeeper error (the same codes as on the wire). */
 static enum zkw_reclaim_failure failure_of(int zerr) {
   switch (zerr) {
@@ -86,6 +83,9 @@ static enum zkw_reclaim_failure failure_of(int zerr) {
   }
 }
 
+/* A step that could not do its work (zerr: the ZooKeeper error it got):
+ * logged at warn with the path, counted by reason, recorded. c: the lock
+ * concerned, if known. */
 static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind, const char *step,
                         const char *path, int zerr, const struct lock_check *c) {
   enum zkw_reclaim_failure f = failure_of(zerr);
