@@ -29,7 +29,7 @@ struct zkw_fence {
   char hosts[4096];
   int64_t session_id;
   uint8_t passwd[16];
-  int timeout_ms; /* requested session timeout and bound on connecting */
+  int timeout_ms;   /* requested session timeout and bound on connecting */
   const char *auth; /* digest user:password sent before closeSession (enforced auth), or NULL */
   enum zkw_fence_result result;
   char detail[160];

@@ -52,34 +52,8 @@ const char *zkw_close_class_name(int c) {
   return c >= 0 && c < ZKW_CLOSE_COUNT ? close_names[c] : close_names[ZKW_CLOSE_OTHER];
 }
 
-const char *zkw_metrics_reclaim_failure(int zerr) {
-  enum zkw_reclaim_failure f;
-  switch (zerr) {
-  case ZKW_ZERR_NOAUTH:
-    f = ZKW_RFAIL_NOAUTH;
-    break;
-  case ZKW_ZERR_NONODE:
-    f = ZKW_RFAIL_NONODE;
-    break;
-  case ZKW_ZERR_BADVERSION:
-    f = ZKW_RFAIL_BADVERSION;
-    break;
-  case ZKW_ZERR_CONNECTIONLOSS:
-  case ZKW_ZERR_SESSIONEXPIRED:
-  case ZKW_ZERR_SESSIONMOVED:
-  case ZKW_ZERR_CLOSING:
-    f = ZKW_RFAIL_CONNECTION_LOSS;
-    break;
-  case ZKW_ZERR_OPERATIONTIMEOUT:
-  case ZKW_ZERR_REQUESTTIMEOUT:
-    f = ZKW_RFAIL_TIMEOUT;
-    break;
-  default:
-    f = ZKW_RFAIL_OTHER;
-    break;
-  }
-  zkw_metrics.reclaim_failures[f]++;
-  return rfail_names[f];
+const char *zkw_reclaim_failure_name(int f) {
+  return f >= 0 && f < ZKW_RFAIL_COUNT ? rfail_names[f] : rfail_names[ZKW_RFAIL_OTHER];
 }
 
 void zkw_metrics_init(void) {

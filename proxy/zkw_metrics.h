@@ -264,9 +264,8 @@ void zkw_metrics_init(void);
 int zkw_metrics_render(struct zkw_buf *out) __attribute__((warn_unused_result));
 /* Prints the Markdown table of every metric (name, type, labels, help). */
 void zkw_metrics_list_markdown(FILE *out);
-/* A reclaim or sweep step failed with ZooKeeper error zerr: counted by
- * reason; returns the reason's label value (for logs and history). */
-const char *zkw_metrics_reclaim_failure(int zerr);
+/* The label value of a reclaim failure reason ("other" if out of range). */
+const char *zkw_reclaim_failure_name(int f);
 /* The label value of a close class ("other" if out of range). */
 const char *zkw_close_class_name(int c);
 

@@ -23,7 +23,7 @@
 #include "zkw_session.h"
 
 #define SWEEP_MAX_NODES 200000
-#define SWEEP_WINDOW    8    /* registry reads in flight during a walk */
+#define SWEEP_WINDOW    8    /* in-band reads in flight during a walk */
 #define SWEEP_SOON_MS   1000 /* after a new incarnation */
 #define SWEEP_WAIT_MS   20   /* while lock requests are still outstanding */
 #define SWEEP_NO_JM_MS  1000 /* while no JobManager session is attached to read with */
@@ -56,12 +56,36 @@ static void fill_check(struct lock_check *c, const struct zkw_zk_result *r) {
   c->tag.original = (struct zkw_bytes){NULL, -1}; /* points into r: not kept */
 }
 
+/* The failure reason of a ZooKeeper error (the same codes as on the wire). */
+static enum zkw_reclaim_failure failure_of(int zerr) {
+  switch (zerr) {
+  case ZKW_ZERR_NOAUTH:
+    return ZKW_RFAIL_NOAUTH;
+  case ZKW_ZERR_NONODE:
+    return ZKW_RFAIL_NONODE;
+  case ZKW_ZERR_BADVERSION:
+    return ZKW_RFAIL_BADVERSION;
+  case ZKW_ZERR_CONNECTIONLOSS:
+  case ZKW_ZERR_SESSIONEXPIRED:
+  case ZKW_ZERR_SESSIONMOVED:
+  case ZKW_ZERR_CLOSING:
+    return ZKW_RFAIL_CONNECTION_LOSS;
+  case ZKW_ZERR_OPERATIONTIMEOUT:
+  case ZKW_ZERR_REQUESTTIMEOUT:
+    return ZKW_RFAIL_TIMEOUT;
+  default:
+    return ZKW_RFAIL_OTHER;
+  }
+}
+
 /* A step that could not do its work (zerr: the ZooKeeper error it got):
  * logged at warn with the path, counted by reason, recorded. c: the lock
  * concerned, if known. */
 static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind, const char *step,
                         const char *path, int zerr, const struct lock_check *c) {
-  const char *reason = zkw_metrics_reclaim_failure(zerr);
+  enum zkw_reclaim_failure f = failure_of(zerr);
+  zkw_metrics.reclaim_failures[f]++;
+  const char *reason = zkw_reclaim_failure_name(f);
   const char *what = zkw_history_kind_name(kind);
   if (s)
     zkw_slog(s, ZKW_LOG_WARN, "%s: cannot %s %s: %s (%s)", what, step, path, zkw_zk_error(zerr), reason);
@@ -220,8 +244,7 @@ static void lock_read(struct reclaim *rc, int i, const struct zkw_zk_result *r) 
   }
   if (r->rc != ZOK) {
     c->why = "unreadable";
-    if (rc->s->phase != ZKW_PHASE_CLOSING || r->rc != ZCONNECTIONLOSS)
-      step_failed(rc->s, reclaim_kind(rc), "read the lock", c->path, r->rc, NULL);
+    step_failed(rc->s, reclaim_kind(rc), "read the lock", c->path, r->rc, NULL);
     if (!rc->blocked) {
       rc->blocked = "unreadable by the JobManager's session";
       snprintf(rc->blocked_path, sizeof rc->blocked_path, "%s", c->path);
@@ -277,8 +300,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
   struct reclaim *rc = arg;
   if (r->rc == ZNONODE) return reclaim_finish(rc, true); /* the parent is gone: replay */
   if (r->rc != ZOK) {
-    if (rc->s->phase != ZKW_PHASE_CLOSING || r->rc != ZCONNECTIONLOSS)
-      step_failed(rc->s, reclaim_kind(rc), "list the locks under", rc->path, r->rc, NULL);
+    step_failed(rc->s, reclaim_kind(rc), "list the locks under", rc->path, r->rc, NULL);
     return reclaim_finish(rc, false);
   }
   rc->locks = calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rc->locks);

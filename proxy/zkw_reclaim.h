@@ -9,14 +9,16 @@
  * Reclaim at create and at delete run while the JobManager's session is
  * behind its lock barrier (zkw_session.h): the lock request was the last one
  * forwarded and its NODEEXISTS / NOTEMPTY reply is withheld. Reads and
- * deletes go through zkwarden's registry session; the JobManager's request
- * is then replayed on its own connection and the JobManager sees the reply
- * of the replay. If anything in the way is not a stale lock, the JobManager
- * gets the reply it would have got anyway.
+ * deletes go in-band on the JobManager's own connection (zkw_inband.h), with
+ * its rights; the JobManager's request is then replayed and the JobManager
+ * sees the reply of the replay. If anything in the way is not a stale lock,
+ * or a step fails (logged at warn, counted, recorded), the JobManager gets
+ * the reply it would have got anyway.
  *
  * Sweeps walk the lock roots for this identity's stale locks that fencing
- * could not remove (the ensemble-bug case); their deletes run while every
- * session of this sidecar holds back its lock requests. */
+ * could not remove (the ensemble-bug case), in-band on the session of the
+ * current incarnation (waiting while none is attached); their deletes run
+ * while every session of this sidecar holds back its lock requests. */
 #ifndef ZKW_RECLAIM_H
 #define ZKW_RECLAIM_H
 

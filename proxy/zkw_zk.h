@@ -6,7 +6,8 @@
  * a uv_async_t wakes the loop, which runs the caller's callback. So the rest
  * of zkwarden only ever sees ZooKeeper results on the loop thread, and never
  * blocks the loop waiting for them. The session is re-created when it
- * expires. Used for the registry and for reclaim reads and deletes. */
+ * expires. Used for the registry only: reclaim reads and deletes go in-band
+ * on the JobManager's connection (zkw_inband.h). */
 #ifndef ZKW_ZK_H
 #define ZKW_ZK_H
 

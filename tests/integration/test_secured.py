@@ -19,14 +19,23 @@ creator-ACL modes leaked too: the registry session cannot read the locks.
 import itertools
 import json
 import os
+import struct
+import sys
+import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kazoo.exceptions import NoAuthError, NotEmptyError
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
 import krbrealm
+import rawzk
 from zkharness import HOST, ZkServer, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
+import netfault  # noqa: E402  (tests/faults: the fault-injecting relay)
 
 MODES = ["open", "digest", "sasl", "kerberos"]
 JM_USER, JM_PASSWORD = "jm", "jm-secret"
@@ -280,12 +289,17 @@ def test_sweep_of_a_leftover_lock(secured, zkwarden_factory, kazoo_factory):
     orphan = "%s/%s" % (locks, new_uuid())
     ghost.create(orphan, forged_tag(identity, 0), ephemeral=True, makepath=True)
     jm = secured.client(kazoo_factory, proxy.hostport)
+    zxids = spy_zxids(jm)
     jm.create("/flink/sec-latch-%s" % new_uuid(), b"", ephemeral=True)  # acts as the JobManager
+    # The JobManager's reads (every 20 ms) go on while the sweep's requests
+    # share its connection: kazoo drops the connection on any xid out of order.
     wait_until(lambda: jm.exists(orphan) is None, 20, what="the sweep to delete %s" % orphan)
     jm.delete(locks)
     jm.delete(state)
     assert proxy.metric("zkwarden_stale_locks_swept_total") == 1
     assert_no_failures(proxy)
+    assert zxids == sorted(zxids), zxids
+    assert proxy.metric("zkwarden_connections_accepted_total") == 1  # never dropped and reconnected
 
 
 # ------------------------------------------------------------ no silent failure
@@ -305,6 +319,8 @@ def test_lock_the_jobmanager_cannot_read_is_a_visible_failure(secured, zkwarden_
     other = secured.client(kazoo_factory, secured.zk.hostport, who="other")
     foreign = "%s/%s" % (locks, new_uuid())
     other.create(foreign, forged_tag(identity, 0), ephemeral=True)
+    mine = jm.create("%s/%s" % (locks, new_uuid()), b"127.0.0.1", ephemeral=True)
+    jm.delete(mine)
     with pytest.raises(NoAuthError):
         jm.get(foreign)
     with pytest.raises(NotEmptyError):
@@ -397,13 +413,16 @@ def ready(proxy):
 
 def restart_with_a_stale_lock(sec, proxy, kazoo_factory):
     """The old JobManager session holds a lock; a new one subsumes the
-    checkpoint. Returns the new session's client, the checkpoint's locks
-    path and the old lock."""
+    checkpoint (takes and drops a lock of its own, as Flink does). Returns the
+    new session's client, the checkpoint's locks path and the old lock."""
     state, locks = checkpoint(sec.mode, "1.15")
     old = sec.client(kazoo_factory, proxy.hostport)
     old.create(locks, b"", makepath=True)
     old_lock = old.create("%s/%s" % (locks, new_uuid()), b"127.0.0.1", ephemeral=True)
-    return sec.client(kazoo_factory, proxy.hostport), locks, old_lock
+    new = sec.client(kazoo_factory, proxy.hostport)
+    mine = new.create("%s/%s" % (locks, new_uuid()), b"127.0.0.1", ephemeral=True)
+    new.delete(mine)
+    return new, locks, old_lock
 
 
 @pytest.mark.zkwarden
@@ -457,3 +476,157 @@ def test_enforced_sasl_auth_is_reported_at_start(zkwarden_factory, kazoo_factory
         jm.create("/flink/sec-enforced/%s" % new_uuid(), b"x", makepath=True)
     finally:
         sec.zk.stop()
+
+
+# ------------------------------------------------------------ a server that stops answering
+
+INBAND_XID_BASE = 0x7fff0000
+
+
+class StallAtInband(netfault.Relay):
+    """A relay in front of the server that, on the connection where zkwarden
+    writes its first in-band request (xid >= 0x7fff0000), holds everything
+    zkwarden sends from that request on: the server seems to stop answering
+    that connection. release() delivers what was held."""
+
+    def __init__(self, target):
+        super().__init__(target, name="stall-at-inband")
+        self.stalled = threading.Event()
+        self._armed = True
+        self._release = threading.Event()
+        self._held = {}   # pair -> bytes held back
+        self._parse = {}  # pair -> [bytes of a frame still to skip, partial frame header]
+
+    def release(self):
+        self._release.set()
+        self._wake()
+
+    def _inband_in(self, p, data):
+        st = self._parse.setdefault(p, [0, bytearray()])
+        found = False
+        while data:
+            if st[0]:
+                k = min(st[0], len(data))
+                st[0] -= k
+                data = data[k:]
+                continue
+            st[1] += data
+            data = b""
+            while len(st[1]) >= 8:
+                n, xid = struct.unpack(">ii", bytes(st[1][:8]))
+                found = found or xid >= INBAND_XID_BASE
+                if len(st[1]) < 4 + n:
+                    st[0], st[1] = 4 + n - len(st[1]), bytearray()
+                    break
+                st[1] = st[1][4 + n:]
+        return found
+
+    def _io(self, p, side, ev):
+        before = len(p.to_upstream)
+        super()._io(p, side, ev)  # a client-side event only ever adds to to_upstream
+        if side != "client" or not self._armed or len(p.to_upstream) <= before:
+            return
+        new = bytes(p.to_upstream[before:])
+        if p in self._held or self._inband_in(p, new):
+            # What came before the in-band request in this read still goes.
+            at = 0 if p in self._held else self._first_inband(new)
+            self._held.setdefault(p, bytearray()).extend(new[at:])
+            del p.to_upstream[before + at:]
+            self.stalled.set()
+
+    @staticmethod
+    def _first_inband(data):
+        off = 0
+        while off + 8 <= len(data):
+            n, xid = struct.unpack(">ii", data[off:off + 8])
+            if xid >= INBAND_XID_BASE:
+                return off
+            off += 4 + n
+        return 0
+
+    def _apply_pending_mode(self):
+        super()._apply_pending_mode()
+        if self._release.is_set() and self._armed:
+            self._armed = False
+            for p, held in self._held.items():
+                p.to_upstream[:0] = held
+            self._held.clear()
+
+
+def stalled_reclaim(private_zk, zkwarden_factory):
+    """A sidecar behind StallAtInband, and a checkpoint whose locks hold a
+    stale lock (of a live session zkwarden cannot fence)."""
+    relay = StallAtInband(private_zk.hostport).start()
+    identity = "sec-stall-%d-%d" % (os.getpid(), next(_SEQ))
+    proxy = zkwarden_factory.start(relay.hostport, extra_env={
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+    _, locks = checkpoint("stall", "1.15")
+    return relay, proxy, identity, locks
+
+
+def failures_shown(proxy, reason, path):
+    history = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
+    return [e for e in history if e["path"] == path and e["reason"].startswith("failed (%s)" % reason)]
+
+
+@pytest.mark.zkwarden
+def test_reclaim_step_that_times_out_is_visible(private_zk, zkwarden_factory, kazoo_factory):
+    """The server stops answering zkwarden's in-band read: after a third of
+    the session timeout the reclaim gives up, the JobManager gets its
+    NOTEMPTY, and the timeout is logged, counted and shown. The late reply,
+    once it comes, is consumed: the JobManager's session goes on."""
+    relay, proxy, identity, locks = stalled_reclaim(private_zk, zkwarden_factory)
+    try:
+        old = kazoo_factory(private_zk.hostport)
+        old.create(locks, b"", makepath=True)
+        stale = old.create("%s/%s" % (locks, new_uuid()), forged_tag(identity, 0), ephemeral=True)
+        jm = kazoo_factory(proxy.hostport, timeout=6.0)
+        zxids = spy_zxids(jm)
+        mine = jm.create("%s/%s" % (locks, new_uuid()), b"127.0.0.1", ephemeral=True)
+        jm.delete(mine)
+        t0 = time.monotonic()
+        with pytest.raises(NotEmptyError):
+            jm.delete(locks)
+        took = time.monotonic() - t0
+        relay.release()
+        assert relay.stalled.is_set()
+        assert 1.5 < took < 3.5, "NOTEMPTY after %.2f s (in-band bound: 6 s / 3)" % took
+        assert jm.exists(stale) is not None and jm.exists(locks) is not None
+        assert proxy.metric('zkwarden_reclaim_failures_total{reason="timeout"}') == 1
+        assert ("reclaim_at_delete: cannot list the locks under %s: operation timeout (timeout)" % locks
+                in proxy.stderr())
+        assert failures_shown(proxy, "timeout", locks)
+        assert proxy.metric("zkwarden_connections_accepted_total") == 1  # never dropped
+        assert zxids == sorted(zxids), zxids
+    finally:
+        relay.stop()
+
+
+@pytest.mark.zkwarden
+def test_reclaim_cut_by_the_jobmanager_leaving_is_visible(private_zk, zkwarden_factory, kazoo_factory):
+    """The JobManager's connection closes while zkwarden's in-band read is
+    outstanding: the step fails with a connection loss (logged, counted,
+    shown) and nothing more is sent for it."""
+    relay, proxy, identity, locks = stalled_reclaim(private_zk, zkwarden_factory)
+    try:
+        old = kazoo_factory(private_zk.hostport)
+        old.create(locks, b"", makepath=True)
+        old.create("%s/%s" % (locks, new_uuid()), forged_tag(identity, 0), ephemeral=True)
+        jm = rawzk.RawSession(proxy.port, timeout_ms=6000)
+        acl = struct.pack(">ii", 1, 31) + rawzk.ustring("world") + rawzk.ustring("anyone")
+        mine = "%s/%s" % (locks, new_uuid())
+        jm.send(rawzk.request(1, 1, rawzk.ustring(mine) + struct.pack(">i", 1) + b"x" + acl
+                              + struct.pack(">i", 1)))
+        assert jm.read_reply()[2] == 0
+        jm.send(rawzk.request(2, 2, rawzk.ustring(mine) + struct.pack(">i", -1)))
+        assert jm.read_reply()[2] == 0
+        jm.send(rawzk.request(3, 2, rawzk.ustring(locks) + struct.pack(">i", -1)))
+        wait_until(relay.stalled.is_set, 10, what="the in-band read")
+        jm.close()
+        wait_until(lambda: proxy.metric('zkwarden_reclaim_failures_total{reason="connection_loss"}') == 1, 10,
+                   what="the connection loss to be counted")
+        assert "cannot list the locks under %s: connection loss" % locks in proxy.stderr()
+        assert failures_shown(proxy, "connection_loss", locks)
+        relay.release()
+    finally:
+        relay.stop()
