@@ -23,7 +23,7 @@ from kazoo.client import KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 
 from test_identity import Jm, hard_kill, time_to_leadership
-from zkharness import TlsCerts, ZkServer, default_zkwarden_bin, four_letter_tls, wait_until
+from zkharness import TlsCerts, ZkServer, default_zkwarden_bin, four_letter, four_letter_tls, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
@@ -108,6 +108,8 @@ def test_tls_only_server_through_zkwarden(certs, tls_zk, zkwarden_factory, kazoo
     assert proxy.metric("zkwarden_tls_handshakes_total") >= 2  # the session and the probe
     assert proxy.metric("zkwarden_tls_handshake_failures_total") == 0
     assert proxy.metric("zkwarden_tls_cert_expiry_timestamp_seconds") == 0  # no client certificate
+    # Four-letter words are relayed raw, over TLS upstream too.
+    assert b"Mode: standalone" in four_letter(proxy.port, "srvr")
 
     # The name to verify can be the DNS SAN instead of the address (sent as SNI).
     named = zkwarden_factory.start(srv, extra_env=tls_env(certs, ZKWARDEN_TLS_SERVER_NAME="zk.test"))
