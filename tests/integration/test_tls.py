@@ -38,9 +38,12 @@ def tls_zk(tmp_path, request):
     """tls_zk(server_cert=None, client_auth="none"): a TLS-only server of the test's own."""
     started = []
 
-    def start(certs, server_cert=None, client_auth="none"):
+    def start(certs, server_cert=None, client_auth="none", protocol=None):
+        extra = ["ssl.protocol=%s" % protocol, "ssl.enabledProtocols=%s" % protocol] if protocol else []
+        if protocol == "TLSv1.3":  # ZooKeeper 3.8's default cipher list has only TLS 1.2 suites
+            extra.append("ssl.ciphersuites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384")
         srv = ZkServer(tmp_path / ("zk%d" % len(started)),
-                       tls=(certs, server_cert or certs.server, client_auth))
+                       tls=(certs, server_cert or certs.server, client_auth), extra_cfg=extra)
         started.append(srv)
         srv.start()
         return srv
@@ -119,9 +122,11 @@ def test_tls_only_server_through_zkwarden(certs, tls_zk, zkwarden_factory, kazoo
     assert "certificate verify failed: hostname mismatch" in wrong.stderr()
 
 
-def test_client_auth_need(certs, tls_zk, zkwarden_factory, kazoo_factory):
-    srv = tls_zk(certs, client_auth="need")
-    # Without a client certificate the server refuses the handshake.
+@pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
+def test_client_auth_need(protocol, certs, tls_zk, zkwarden_factory, kazoo_factory):
+    srv = tls_zk(certs, client_auth="need", protocol=protocol)
+    # Without a client certificate the server refuses the handshake (in
+    # TLS 1.3 right after it: the first read then fails, with the alert).
     bare = zkwarden_factory.start(srv, extra_env=tls_env(certs))
     assert cannot_connect(kazoo_factory, bare.hostport)
     wait_until(lambda: not_ready(bare, "TLS"), 15, what="/readyz 503 without a client certificate")
@@ -132,6 +137,15 @@ def test_client_auth_need(certs, tls_zk, zkwarden_factory, kazoo_factory):
     assert direct_tls(kazoo_factory, srv, certs).get("/need-a")[0] == b"mutual"
     wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="/readyz 200")
     assert proxy.metric("zkwarden_tls_cert_expiry_timestamp_seconds") == not_after(certs.client)
+    assert "TLS verified (%s " % protocol in proxy_debug_line(zkwarden_factory, srv, certs)
+
+
+def proxy_debug_line(zkwarden_factory, srv, certs):
+    """The debug line of one verified connection (its protocol and cipher)."""
+    z = zkwarden_factory.start(srv, extra_env=tls_env(certs, client=True), log_level="debug")
+    assert b"Mode: standalone" in four_letter(z.port, "srvr")
+    return wait_until(lambda: [l for l in z.stderr().splitlines() if "TLS verified" in l], 10,
+                      what="the TLS debug line")[0]
 
 
 @pytest.mark.parametrize("bad,reason", [
