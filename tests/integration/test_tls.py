@@ -192,6 +192,23 @@ def test_bad_tls_files_stop_the_start(certs, tmp_path, zkwarden_factory):
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_refused_server_is_skipped_for_a_good_one(certs, tls_zk, zkwarden_factory, kazoo_factory):
+    """With one server refused (expired certificate) and one good, every
+    session lands on the good one, never in plaintext, and zkwarden is ready."""
+    bad = tls_zk(certs, server_cert=certs.expired)
+    good = tls_zk(certs)
+    proxy = zkwarden_factory.start(bad, good, extra_env=tls_env(certs))
+    clients = [kazoo_factory(proxy.hostport) for _ in range(4)]  # the rotation starts on each in turn
+    for i, c in enumerate(clients):
+        c.create("/skip-%d" % i, b"")
+    observer = direct_tls(kazoo_factory, good, certs)
+    assert all(observer.exists("/skip-%d" % i) for i in range(4))
+    wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="/readyz 200 with one good server")
+    refused = [l for l in proxy.stderr().splitlines() if "upstream %s: TLS handshake failed" % bad.hostport in l]
+    assert refused and all("certificate has expired" in l for l in refused)
+    assert proxy.metric("zkwarden_upstream_failovers_total") >= 1
+
+
 # ------------------------------------------------------------ sidecar: registry and fences
 
 def test_sidecar_registry_and_fence_through_tls(certs, tls_zk, zkwarden_factory, kazoo_factory):
