@@ -198,6 +198,7 @@ static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
     size_t before = h.plain.len;
     rc = zkw_tls_decrypt(h.tls, &h.plain);
     if (rc == ZKW_TLS_ERROR) {
+      if (h.answer_len == 0) ZKW_METRIC_INC(tls_handshake_failures); /* TLS 1.3: refused after it */
       snprintf(what, sizeof what, "TLS error: %s", zkw_tls_conn_error(h.tls));
       attempt_over(what);
       return -1;

@@ -251,6 +251,13 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
   if (rc == ZKW_TLS_CLOSED) return UV_EOF;
   if (rc == ZKW_TLS_ERROR) {
     s->close_class = ZKW_CLOSE_IO_ERROR;
+    if (s->phase == ZKW_PHASE_CONNECTING && !s->response_seen) {
+      /* TLS 1.3: a server refusing our certificate says so after its side
+       * of the handshake; still a failed handshake, this server comes last. */
+      ZKW_METRIC_INC(tls_handshake_failures);
+      zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
+      s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
+    }
     zkw_session_close(s, ZKW_LOG_WARN, "TLS error from %s: %s", side->name, zkw_tls_conn_error(side->tls));
     return UV_EPROTO;
   }

@@ -7,9 +7,12 @@ CLI (zkharness.TlsCerts). zkwarden runs as a sidecar (ZKWARDEN_MODE=sidecar,
 its registry through the internal relay) with ZKWARDEN_UPSTREAM_TLS=on. The
 load is zkw_bench_load raw-latency / raw-throughput (getData of a 32-byte
 node on one raw-socket session per target, OpenSSL for the direct one): the
-two targets take turns request by request (latency) or in 200 ms slices
-(throughput, 32 in flight). Ratios zkwarden/direct per round; median and
-min..max over the rounds. The plaintext rows of bench.py are not touched.
+targets take turns request by request (latency) or in 200 ms slices
+(throughput, 32 in flight). For reference, the same server also serves a
+plaintext clientPort, and the same client measures it direct and through a
+second zkwarden without TLS: the share of the proxy hop itself with this
+client. Ratios zkwarden/direct per round; median and min..max over the
+rounds. The plaintext rows of bench.py are not touched.
 
 usage: tests/bench/tls.sh [--rounds N] [--seconds S] [--out DIR]
 """
@@ -25,7 +28,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
-from zkharness import TlsCerts, ZkServer, Zkwarden  # noqa: E402
+from zkharness import HOST, TlsCerts, ZkServer, Zkwarden, free_port  # noqa: E402
+
+PAIRS = [("direct", "zkwarden"), ("direct-plain", "zkwarden-plain")]
 
 
 def run_load(load, mode, targets, labels, certs, seconds, extra=()):
@@ -55,54 +60,55 @@ def main():
     out = Path(args.out or tempfile.mkdtemp(prefix="zkw-tls-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     certs = TlsCerts(out / "certs")
+    plain_port = free_port()
     zk = ZkServer(out / "zk", tls=(certs, certs.server, "need"), max_session_ms=120000,
-                  extra_cfg=["forceSync=no"])
-    zkw = None
+                  extra_cfg=["forceSync=no", "clientPort=%d" % plain_port, "clientPortAddress=%s" % HOST])
+    zkws = []
     results = []
     try:
         zk.start()
-        zkw = Zkwarden(out / "zkwarden", [zk.hostport], binary=args.zkwarden, log_level="warn", extra_env={
-            "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "bench", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
-            "ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": str(certs.ca),
-            "ZKWARDEN_TLS_CERT_FILE": str(certs.client), "ZKWARDEN_TLS_KEY_FILE": str(certs.key(certs.client))})
-        zkw.start()
-        direct, proxied = "tls:" + zk.hostport, zkw.hostport
+        common = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+        tls = {"ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": str(certs.ca),
+               "ZKWARDEN_TLS_CERT_FILE": str(certs.client), "ZKWARDEN_TLS_KEY_FILE": str(certs.key(certs.client))}
+        for name, up, env in (("zkwarden", zk.hostport, dict(tls, ZKWARDEN_IDENTITY="bench")),
+                              ("zkwarden-plain", "%s:%d" % (HOST, plain_port), {"ZKWARDEN_IDENTITY": "bench-plain"})):
+            z = Zkwarden(out / name, [up], binary=args.zkwarden, log_level="warn", extra_env=dict(common, **env))
+            zkws.append(z)
+            z.start()
+        where = {"direct": "tls:" + zk.hostport, "zkwarden": zkws[0].hostport,
+                 "direct-plain": "%s:%d" % (HOST, plain_port), "zkwarden-plain": zkws[1].hostport}
         # JIT warm-up of the server, not measured.
-        run_load(args.load, "raw-throughput", [direct, proxied], ["direct", "zkwarden"], certs, 3, ["-d", "32"])
+        run_load(args.load, "raw-throughput", list(where.values()), list(where), certs, 3, ["-d", "32"])
         for rnd in range(args.rounds):
-            order = [(direct, "direct"), (proxied, "zkwarden")][:: 1 if rnd % 2 == 0 else -1]
-            targets, labels = [t for t, _ in order], [l for _, l in order]
+            labels = list(where)[:: 1 if rnd % 2 == 0 else -1]
+            targets = [where[l] for l in labels]
             lat = run_load(args.load, "raw-latency", targets, labels, certs, args.seconds)
             thr = run_load(args.load, "raw-throughput", targets, labels, certs, args.seconds, ["-d", "32"])
             row = {"round": rnd, "latency": lat, "throughput": thr}
             results.append(row)
-            print("round %d: p50 direct %.0f us, zkwarden %.0f us; ops/s direct %.0f, zkwarden %.0f"
-                  % (rnd, lat["direct"]["p50_us"], lat["zkwarden"]["p50_us"],
-                     thr["direct"]["ops_per_s"], thr["zkwarden"]["ops_per_s"]), flush=True)
+            print("round %d: p50 us %s; ops/s %s" % (
+                rnd, ", ".join("%s %.0f" % (l, lat[l]["p50_us"]) for l in where),
+                ", ".join("%s %.0f" % (l, thr[l]["ops_per_s"]) for l in where)), flush=True)
     finally:
-        problems = zkw.stop() if zkw else []
+        problems = [p for z in zkws for p in z.stop()]
         zk.stop()
     (out / "tls-results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
-    p50 = [r["latency"]["zkwarden"]["p50_us"] / r["latency"]["direct"]["p50_us"] for r in results]
-    p99 = [r["latency"]["zkwarden"]["p99_us"] / r["latency"]["direct"]["p99_us"] for r in results]
-    thr = [r["throughput"]["zkwarden"]["ops_per_s"] / r["throughput"]["direct"]["ops_per_s"] for r in results]
-    med = lambda key, t, k: median([r[key][t][k] for r in results])  # noqa: E731
     lines = [
         "TLS rows, %s, %d rounds of %.0f s per target (nproc %s)" % (time.strftime("%Y-%m-%d"), args.rounds,
                                                                    args.seconds, os.cpu_count()),
         "",
-        "| what | target | zkwarden / direct TLS | direct TLS | zkwarden |",
+        "| what | target | zkwarden / direct | direct | zkwarden |",
         "|---|---|---|---|---|",
-        "| p50 latency, getData, one client | <= 1.15x | %.2fx (%.2f..%.2f) | %.0f us | %.0f us |"
-        % (median(p50), min(p50), max(p50), med("latency", "direct", "p50_us"),
-           med("latency", "zkwarden", "p50_us")),
-        "| p99 latency, getData, one client | | %.2fx (%.2f..%.2f) | %.0f us | %.0f us |"
-        % (median(p99), min(p99), max(p99), med("latency", "direct", "p99_us"),
-           med("latency", "zkwarden", "p99_us")),
-        "| throughput, 32 getData in flight | >= 0.90x | %.2fx (%.2f..%.2f) | %.0f ops/s | %.0f ops/s |"
-        % (median(thr), min(thr), max(thr), med("throughput", "direct", "ops_per_s"),
-           med("throughput", "zkwarden", "ops_per_s")),
     ]
+    rows = [("p50 latency, getData, one client", "latency", "p50_us", "us", "<= 1.15x"),
+            ("p99 latency, getData, one client", "latency", "p99_us", "us", ""),
+            ("throughput, 32 getData in flight", "throughput", "ops_per_s", "ops/s", ">= 0.90x")]
+    for (d, z), kind in zip(PAIRS, ("TLS", "plaintext, for reference")):
+        for what, key, k, unit, target in rows:
+            ratios = [r[key][z][k] / r[key][d][k] for r in results]
+            lines.append("| %s (%s) | %s | %.2fx (%.2f..%.2f) | %.0f %s | %.0f %s |" % (
+                what, kind, target if kind == "TLS" else "", median(ratios), min(ratios), max(ratios),
+                median([r[key][d][k] for r in results]), unit, median([r[key][z][k] for r in results]), unit))
     text = "\n".join(lines) + "\n"
     (out / "tls-summary.md").write_text(text)
     print(text + "results in %s" % out)

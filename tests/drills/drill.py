@@ -73,8 +73,8 @@ class Inspector:
     """The drill's own ZooKeeper session, straight to the ensemble: reads the
     stores and performs the fault injections."""
 
-    def __init__(self, connect):
-        self.zk = KazooClient(hosts=connect, timeout=15.0)
+    def __init__(self, connect, **tls):
+        self.zk = KazooClient(hosts=connect, timeout=15.0, **tls)
         self.zk.start(timeout=30)
 
     def close(self):
@@ -201,9 +201,10 @@ class Run:
         if self.mode != "zkwarden":
             return None
         if name not in self.sidecars:
+            env = {"ZKWARDEN_ORPHAN_GRACE_MS": str(self.d.args.orphan_grace_ms)}
+            env.update(self.d.tls_env)
             sc = Sidecar(self.dir / "sidecars", name, self.d.ens.connect, "/zkwarden-" + self.cluster,
-                         log_level=self.d.args.zkwarden_log_level,
-                         extra_env={"ZKWARDEN_ORPHAN_GRACE_MS": str(self.d.args.orphan_grace_ms)})
+                         log_level=self.d.args.zkwarden_log_level, extra_env=env)
             sc.start()
             self.sidecars[name] = sc
         return self.sidecars[name]
@@ -582,15 +583,26 @@ class Drill:
         self.insp = None
         self.runs = []
         self.classpath = None
+        self.tls_env = {}  # --tls: the sidecars' TLS configuration
 
     def setup(self):
         t = time.time()
         self.classpath = procs.build_flinklike()
         log.info("JM stand-in built (%.1f s)", time.time() - t)
         t = time.time()
-        self.ens = Ensemble(self.workdir / "ensemble").start()
-        log.info("ensemble up in %.1f s: %s", time.time() - t, self.ens.connect)
-        self.insp = Inspector(self.ens.connect)
+        tls, insp_tls = None, {}
+        if self.args.tls:
+            # A TLS-only ensemble with clientAuth=need (certificates from the
+            # openssl CLI); the sidecars and the drill's own session speak TLS.
+            certs = procs.zkharness.TlsCerts(self.workdir / "certs")
+            tls = (certs, certs.server, "need")
+            client = {"ca": str(certs.ca), "certfile": str(certs.client), "keyfile": str(certs.key(certs.client))}
+            insp_tls = dict(client, use_ssl=True, verify_certs=True)
+            self.tls_env = {"ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": client["ca"],
+                            "ZKWARDEN_TLS_CERT_FILE": client["certfile"], "ZKWARDEN_TLS_KEY_FILE": client["keyfile"]}
+        self.ens = Ensemble(self.workdir / "ensemble", tls=tls).start()
+        log.info("ensemble up in %.1f s: %s%s", time.time() - t, self.ens.connect, " (TLS only)" if tls else "")
+        self.insp = Inspector(self.ens.connect, **insp_tls)
 
     def teardown(self):
         if self.insp:
@@ -780,6 +792,9 @@ def main():
                     help="scenario 5: seconds the restarted ZooKeeper server stays down")
     ap.add_argument("--wait-cleanup", action="store_true",
                     help="current layout: also wait for the retried execution-plan removal")
+    ap.add_argument("--tls", action="store_true",
+                    help="a TLS-only ensemble (clientAuth=need), the sidecars with ZKWARDEN_UPSTREAM_TLS=on; "
+                    "implies --zkwarden-only (the JM stand-in speaks plaintext)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     if args.cycles is None:
@@ -794,7 +809,7 @@ def main():
     modes = ["direct", "zkwarden"]
     if args.direct_only:
         modes = ["direct"]
-    if args.zkwarden_only:
+    if args.zkwarden_only or args.tls:
         modes = ["zkwarden"]
     layouts = [x for x in args.layouts.split(",") if x]
     scenarios = [x for x in args.scenarios.split(",") if x]

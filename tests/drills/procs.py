@@ -66,7 +66,10 @@ class Ensemble:
     tracker reads and would switch a JobManager to (flink-zk-ha.md §0.6)."""
 
     def __init__(self, workdir, n=3, tick_ms=1000, reconfig=False, client_addr_in_config=True,
-                 max_session_ms=60000):
+                 max_session_ms=60000, tls=None):
+        """tls: (TlsCerts, server certificate, ssl.clientAuth): the servers
+        serve clients over TLS only (secureClientPort), and the server lines
+        carry no client address (it would open a plaintext port)."""
         self.dir = Path(workdir)
         self.n = n
         self.tick_ms = tick_ms
@@ -79,11 +82,13 @@ class Ensemble:
         self.procs = {}
         self.logs = {}
         self.starts = {i: 0 for i in self.ids}
+        self.tls = tls
+        self.check_ctx = zkharness.zk_check_ctx(tls[0]) if tls else None
         servers = []
         for i in self.ids:
             p1, p2 = self.quorum_ports[i]
             line = "server.%d=%s:%d:%d" % (i, HOST, p1, p2)
-            if client_addr_in_config:
+            if client_addr_in_config and not tls:
                 line += ";%s:%d" % (HOST, self.client_ports[i])
             servers.append(line)
         for i in self.ids:
@@ -97,8 +102,10 @@ class Ensemble:
                 "minSessionTimeout=%d" % self.min_session_ms,
                 "maxSessionTimeout=%d" % self.max_session_ms,
                 "dataDir=%s" % (d / "data"),
+            ] + (zkharness.zk_tls_cfg(tls, self.client_ports[i]) if tls else [
                 "clientPort=%d" % self.client_ports[i],
                 "clientPortAddress=%s" % HOST,
+            ]) + [
                 "maxClientCnxns=0",
                 "admin.enableServer=false",
                 "4lw.commands.whitelist=srvr,cons,stat,ruok,mntr",
@@ -118,9 +125,7 @@ class Ensemble:
 
     def start_server(self, i):
         d = self.dir / ("zk%d" % i)
-        cp = zkharness.ZK_CLASSPATH
-        if os.path.exists(zkharness.ZK_LOG_BINDING):
-            cp += ":" + zkharness.ZK_LOG_BINDING
+        cp = zkharness.zk_classpath(bool(self.tls))
         cmd = [_java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Dorg.slf4j.simpleLogger.showDateTime=true",
                "-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(d / "zoo.cfg")]
@@ -140,9 +145,15 @@ class Ensemble:
             _untrack(p)
             self.procs[i] = None
 
+    def word(self, i, word):
+        """A four-letter word to server i (over TLS when it serves TLS)."""
+        if self.tls:
+            return zkharness.four_letter_tls(self.client_ports[i], word, self.check_ctx, timeout=2.0)
+        return four_letter(self.client_ports[i], word, timeout=2.0)
+
     def mode(self, i):
         try:
-            out = four_letter(self.client_ports[i], "srvr", timeout=2.0).decode("utf-8", "replace")
+            out = self.word(i, "srvr").decode("utf-8", "replace")
         except OSError:
             return None
         for line in out.splitlines():
@@ -186,7 +197,7 @@ class Ensemble:
             if self.procs.get(i) is None:
                 continue
             try:
-                out = four_letter(self.client_ports[i], "cons", timeout=2.0).decode("utf-8", "replace")
+                out = self.word(i, "cons").decode("utf-8", "replace")
             except OSError:
                 continue
             for line in out.lower().splitlines():

@@ -23,7 +23,7 @@ from kazoo.client import KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 
 from test_identity import Jm, hard_kill, time_to_leadership
-from zkharness import TlsCerts, ZkServer, default_zkwarden_bin, four_letter_tls, wait_until
+from zkharness import TlsCerts, ZkServer, default_zkwarden_bin, four_letter, four_letter_tls, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
@@ -38,9 +38,12 @@ def tls_zk(tmp_path, request):
     """tls_zk(server_cert=None, client_auth="none"): a TLS-only server of the test's own."""
     started = []
 
-    def start(certs, server_cert=None, client_auth="none"):
+    def start(certs, server_cert=None, client_auth="none", protocol=None):
+        extra = ["ssl.protocol=%s" % protocol, "ssl.enabledProtocols=%s" % protocol] if protocol else []
+        if protocol == "TLSv1.3":  # ZooKeeper 3.8's default cipher list has only TLS 1.2 suites
+            extra.append("ssl.ciphersuites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384")
         srv = ZkServer(tmp_path / ("zk%d" % len(started)),
-                       tls=(certs, server_cert or certs.server, client_auth))
+                       tls=(certs, server_cert or certs.server, client_auth), extra_cfg=extra)
         started.append(srv)
         srv.start()
         return srv
@@ -108,6 +111,8 @@ def test_tls_only_server_through_zkwarden(certs, tls_zk, zkwarden_factory, kazoo
     assert proxy.metric("zkwarden_tls_handshakes_total") >= 2  # the session and the probe
     assert proxy.metric("zkwarden_tls_handshake_failures_total") == 0
     assert proxy.metric("zkwarden_tls_cert_expiry_timestamp_seconds") == 0  # no client certificate
+    # Four-letter words are relayed raw, over TLS upstream too.
+    assert b"Mode: standalone" in four_letter(proxy.port, "srvr")
 
     # The name to verify can be the DNS SAN instead of the address (sent as SNI).
     named = zkwarden_factory.start(srv, extra_env=tls_env(certs, ZKWARDEN_TLS_SERVER_NAME="zk.test"))
@@ -117,9 +122,11 @@ def test_tls_only_server_through_zkwarden(certs, tls_zk, zkwarden_factory, kazoo
     assert "certificate verify failed: hostname mismatch" in wrong.stderr()
 
 
-def test_client_auth_need(certs, tls_zk, zkwarden_factory, kazoo_factory):
-    srv = tls_zk(certs, client_auth="need")
-    # Without a client certificate the server refuses the handshake.
+@pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
+def test_client_auth_need(protocol, certs, tls_zk, zkwarden_factory, kazoo_factory):
+    srv = tls_zk(certs, client_auth="need", protocol=protocol)
+    # Without a client certificate the server refuses the handshake (in
+    # TLS 1.3 right after it: the first read then fails, with the alert).
     bare = zkwarden_factory.start(srv, extra_env=tls_env(certs))
     assert cannot_connect(kazoo_factory, bare.hostport)
     wait_until(lambda: not_ready(bare, "TLS"), 15, what="/readyz 503 without a client certificate")
@@ -130,6 +137,15 @@ def test_client_auth_need(certs, tls_zk, zkwarden_factory, kazoo_factory):
     assert direct_tls(kazoo_factory, srv, certs).get("/need-a")[0] == b"mutual"
     wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="/readyz 200")
     assert proxy.metric("zkwarden_tls_cert_expiry_timestamp_seconds") == not_after(certs.client)
+    assert "TLS verified (%s " % protocol in proxy_debug_line(zkwarden_factory, srv, certs)
+
+
+def proxy_debug_line(zkwarden_factory, srv, certs):
+    """The debug line of one verified connection (its protocol and cipher)."""
+    z = zkwarden_factory.start(srv, extra_env=tls_env(certs, client=True), log_level="debug")
+    assert b"Mode: standalone" in four_letter(z.port, "srvr")
+    return wait_until(lambda: [l for l in z.stderr().splitlines() if "TLS verified" in l], 10,
+                      what="the TLS debug line")[0]
 
 
 @pytest.mark.parametrize("bad,reason", [
@@ -174,6 +190,23 @@ def test_bad_tls_files_stop_the_start(certs, tmp_path, zkwarden_factory):
         assert r.returncode == 2, r.stderr
         assert "cannot load the TLS configuration: " + needle in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_refused_server_is_skipped_for_a_good_one(certs, tls_zk, zkwarden_factory, kazoo_factory):
+    """With one server refused (expired certificate) and one good, every
+    session lands on the good one, never in plaintext, and zkwarden is ready."""
+    bad = tls_zk(certs, server_cert=certs.expired)
+    good = tls_zk(certs)
+    proxy = zkwarden_factory.start(bad, good, extra_env=tls_env(certs))
+    clients = [kazoo_factory(proxy.hostport) for _ in range(4)]  # the rotation starts on each in turn
+    for i, c in enumerate(clients):
+        c.create("/skip-%d" % i, b"")
+    observer = direct_tls(kazoo_factory, good, certs)
+    assert all(observer.exists("/skip-%d" % i) for i in range(4))
+    wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="/readyz 200 with one good server")
+    refused = [l for l in proxy.stderr().splitlines() if "upstream %s: TLS handshake failed" % bad.hostport in l]
+    assert refused and all("certificate has expired" in l for l in refused)
+    assert proxy.metric("zkwarden_upstream_failovers_total") >= 1
 
 
 # ------------------------------------------------------------ sidecar: registry and fences

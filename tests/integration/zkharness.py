@@ -182,6 +182,35 @@ NETTY_JARS = ["netty-buffer", "netty-codec", "netty-common", "netty-handler", "n
               "netty-transport", "netty-transport-native-epoll", "netty-transport-native-unix-common"]
 
 
+def zk_classpath(tls=False):
+    """The server's classpath: Debian's jar, slf4j-simple (its log), netty for TLS."""
+    cp = ZK_CLASSPATH
+    if os.path.exists(ZK_LOG_BINDING):
+        cp += ":" + ZK_LOG_BINDING
+    if tls:
+        cp += "".join(":/usr/share/java/%s.jar" % j for j in NETTY_JARS)
+    return cp
+
+
+def zk_tls_cfg(tls, port):
+    """zoo.cfg lines serving TLS only on port; tls is (TlsCerts, server
+    certificate, ssl.clientAuth)."""
+    certs, server_cert, client_auth = tls
+    return ["secureClientPort=%d" % port,
+            "secureClientPortAddress=%s" % HOST,
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            "ssl.keyStore.location=%s" % certs.keystore(server_cert),
+            "ssl.keyStore.type=PEM",
+            "ssl.trustStore.location=%s" % certs.ca,
+            "ssl.trustStore.type=PEM",
+            "ssl.clientAuth=%s" % client_auth]
+
+
+def zk_check_ctx(certs):
+    """The harness's own TLS checks (srvr, cons): unverified, with a client certificate."""
+    return tls_context(cert=certs.client, key=certs.key(certs.client), verify=False)
+
+
 def port_accepts(port):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
@@ -268,18 +297,8 @@ class ZkServer:
         ]
         self.tls = tls
         if tls:
-            certs, server_cert, client_auth = tls
-            lines += ["secureClientPort=%d" % self.port,
-                      "secureClientPortAddress=%s" % HOST,
-                      "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
-                      "ssl.keyStore.location=%s" % certs.keystore(server_cert),
-                      "ssl.keyStore.type=PEM",
-                      "ssl.trustStore.location=%s" % certs.ca,
-                      "ssl.trustStore.type=PEM",
-                      "ssl.clientAuth=%s" % client_auth]
-            # The harness's own checks: unverified, with a client certificate.
-            self.check_ctx = tls_context(cert=certs.client, key=certs.key(certs.client),
-                                         verify=False)
+            lines += zk_tls_cfg(tls, self.port)
+            self.check_ctx = zk_check_ctx(tls[0])
         else:
             lines += ["clientPort=%d" % self.port, "clientPortAddress=%s" % HOST]
         lines += list(extra_cfg or [])
@@ -292,11 +311,7 @@ class ZkServer:
     def start(self, timeout=30.0, wait=True):
         """Starts the server; wait=False for ensemble members (no standalone mode)."""
         assert self.proc is None or self.proc.poll() is not None
-        cp = ZK_CLASSPATH
-        if os.path.exists(ZK_LOG_BINDING):
-            cp += ":" + ZK_LOG_BINDING
-        if self.tls:
-            cp += "".join(":/usr/share/java/%s.jar" % j for j in NETTY_JARS)
+        cp = zk_classpath(bool(self.tls))
         props = ["-D%s=%s" % kv for kv in sorted(self.sysprops.items())]
         cmd = ["java"] + self.jvm_args + props + ["-Dzookeeper.extendedTypesEnabled=true",
                # Containers are checked every second, not every minute.
