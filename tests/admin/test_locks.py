@@ -140,6 +140,7 @@ def test_report_names_each_lock_its_state_node_and_the_rule_verdict(tree, privat
     # The table for people says the same.
     rc, out, err = run_locks(zkw_bin, private_zk)
     assert rc == 0, err
+    print(out)
     assert out.startswith("5 lock(s): 1 stale, 1 untagged; 5 state node(s), 4 held; 1 unreadable")
     line = next(ln for ln in out.splitlines() if tree.stale.rsplit("/", 1)[1] in ln)
     assert "jm-1" in line and line.rstrip().endswith("STALE")
