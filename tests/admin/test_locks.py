@@ -233,3 +233,32 @@ def test_big_tree_within_seconds(private_zk, zkw_bin, kazoo_factory, zkwarden_fa
     assert r.status == 200 and r.json()["summary"]["locks"] == n
     # The admin loop served other requests meanwhile (it never blocks).
     assert admin(proxy).get("/healthz").status == 200
+
+
+def test_shutdown_during_a_lock_walk(private_zk, zkwarden_factory, kazoo_factory):
+    """SIGTERM while /v1/locks and / wait for their walk: zkwarden exits 0,
+    with nothing leaked (the factory's shutdown check reads the sanitizer's
+    report), and the waiting clients see their connections close."""
+    import socket
+    c = kazoo_factory(private_zk.hostport, timeout=30.0)
+    c.create("/flink/many", makepath=True)
+    t = c.transaction()
+    for i in range(3000):
+        t.create("/flink/many/%s" % uuid.uuid4(), forged_tag("jm-many", 1), ephemeral=True)
+    t.commit()
+    proxy = sidecar(private_zk, zkwarden_factory, "jm-shutdown")
+    from zkharness import wait_until
+    wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="the sidecar ready")
+    socks = []
+    for path in ("/v1/locks", "/"):
+        s = socket.create_connection(("127.0.0.1", proxy.admin_port))
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+        socks.append(s)
+    problems = proxy.stop()
+    zkwarden_factory.procs.remove(proxy)
+    assert not problems, "\n".join(problems) + proxy.stderr()[-3000:]
+    for s in socks:
+        s.settimeout(10)
+        while s.recv(65536):  # an answer, or nothing: then the close
+            pass
+        s.close()
