@@ -262,3 +262,28 @@ def test_shutdown_during_a_lock_walk(private_zk, zkwarden_factory, kazoo_factory
         while s.recv(65536):  # an answer, or nothing: then the close
             pass
         s.close()
+
+
+def test_registry_auth_reads_records_under_their_acl(private_zk, zkwarden_factory, kazoo_factory, zkw_bin):
+    """With ZKWARDEN_REGISTRY_AUTH the records carry a digest ACL: without the
+    credentials the CLI cannot tell a lock's verdict (and says so), with them
+    it can; no password is ever printed."""
+    auth = {"ZKWARDEN_REGISTRY_AUTH": "zkw:s3cret-registry"}
+    proxy = sidecar(private_zk, zkwarden_factory, "jm-acl", **auth)
+    jm = kazoo_factory(proxy.hostport)
+    lock = "/flink/c1/jobgraphs/%s/locks/%s" % (JOB, uuid.uuid4())
+    jm.create(lock, b"127.0.0.1", ephemeral=True, makepath=True)
+
+    blind = locks_json(zkw_bin, private_zk)
+    (ident,) = blind["identities"]
+    assert (ident["identity"], ident["record"], ident["current_incarnation"]) == ("jm-acl", "not authenticated", 0)
+    assert by_path(blind)[lock]["why"] == "its identity's current incarnation is unknown"
+
+    rc, out, err = run_locks(zkw_bin, private_zk, "--json", env=auth)
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["identities"][0]["record"] == "ok" and doc["identities"][0]["current_incarnation"] == 1
+    assert by_path(doc)[lock]["why"] == "held by its identity's current incarnation"
+    rc, table, err2 = run_locks(zkw_bin, private_zk, env=auth)
+    for text in (out, err, table, err2):
+        assert "s3cret-registry" not in text and "passwd" not in text
