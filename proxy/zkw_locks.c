@@ -271,7 +271,7 @@ static void walk_finish(struct zkw_locks_walk *w) {
     if (!e->why) r->stale++;
   }
   sort_identities(r);
-  qsort(r->locks, r->nlocks, sizeof *r->locks, by_state);
+  if (r->nlocks > 1) qsort(r->locks, r->nlocks, sizeof *r->locks, by_state);
   r->seconds = (double)(uv_hrtime() - w->start_ns) / 1e9;
   free(w->q);
   if (w->cancelled)
