@@ -325,8 +325,7 @@ def test_rotation_under_load_keeps_sessions(certs, tls_zk, zkwarden_factory, kaz
 
         # 2. A client certificate the server does not trust: taken (the files
         #    are valid), so new connections fail; established ones go on.
-        untrusted = certs._leaf("client-other-ca", "jm-0", None, ca="other-ca",
-                                ext="extendedKeyUsage=clientAuth", days=20)
+        untrusted = certs.new_client("client-other-ca", days=20, ca="other-ca")
         secret.put(untrusted, certs.key(untrusted), certs.ca)
         wait_until(lambda: proxy.metric("zkwarden_tls_reloads_total") == 1, 25, what="the reload")
         assert expiry() == not_after(untrusted)
