@@ -184,12 +184,14 @@ static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
     rc = zkw_tls_handshake(h.tls);
     int wrc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
     if (rc == ZKW_TLS_ERROR) {
+      zkw_tls_note(h.name, zkw_tls_conn_error(h.tls));
       snprintf(what, sizeof what, "TLS handshake failed: %s", zkw_tls_conn_error(h.tls));
       attempt_over(what);
       return -1;
     }
     if (wrc) rc = wrc;
     if (rc == ZKW_TLS_DONE) {
+      zkw_tls_note(h.name, NULL);
       h.state = TALKING;
       send_srvr();
       return h.state == TALKING ? 0 : -1;

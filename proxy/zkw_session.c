@@ -95,6 +95,7 @@ static void close_flush_timeout_cb(uv_timer_t *t) {
 
 void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
   if (s->phase == ZKW_PHASE_CLOSING) return;
+  level = zkw_session_level(s, level);
   if (level <= zkw_log_level) {
     char reason[512];
     va_list ap;
@@ -758,6 +759,7 @@ void zkw_session_accept(struct zkw_server *srv) {
     return;
   }
   s->srv = srv;
+  s->internal = srv->internal;
   s->conn = ++srv->next_conn;
   s->client = (struct zkw_side){.s = s, .name = "client"};
   s->upstream = (struct zkw_side){.s = s, .name = "upstream"};

@@ -93,10 +93,12 @@ static void tls_step(struct zkw_session *s) {
   int rc = zkw_tls_handshake(s->upstream.tls);
   int wrc = zkw_tls_flush(s->upstream.tls, (uv_stream_t *)&s->upstream.tcp);
   if (rc == ZKW_TLS_ERROR) {
+    zkw_tls_note(s->up_name, zkw_tls_conn_error(s->upstream.tls));
     attempt_failed(s, "TLS handshake failed", zkw_tls_conn_error(s->upstream.tls));
   } else if (wrc) {
     attempt_failed(s, "TLS handshake failed", uv_strerror(wrc));
   } else if (rc == ZKW_TLS_DONE) {
+    zkw_tls_note(s->up_name, NULL);
     uv_read_stop((uv_stream_t *)&s->upstream.tcp);
     if (zkw_log_level >= ZKW_LOG_DEBUG) {
       char how[128];
