@@ -98,7 +98,6 @@ static void tls_step(struct zkw_session *s) {
   } else if (wrc) {
     attempt_failed(s, "TLS handshake failed", uv_strerror(wrc));
   } else if (rc == ZKW_TLS_DONE) {
-    zkw_tls_note(s->up_name, NULL);
     uv_read_stop((uv_stream_t *)&s->upstream.tcp);
     if (zkw_log_level >= ZKW_LOG_DEBUG) {
       char how[128];

@@ -130,6 +130,8 @@ def test_client_auth_need(protocol, certs, tls_zk, zkwarden_factory, kazoo_facto
     bare = zkwarden_factory.start(srv, extra_env=tls_env(certs))
     assert cannot_connect(kazoo_factory, bare.hostport)
     wait_until(lambda: not_ready(bare, "TLS"), 15, what="/readyz 503 without a client certificate")
+    notes = [l for l in bare.stderr().splitlines() if "TLS to %s" % srv.hostport in l]
+    assert len(notes) == 1 and "refused: " in notes[0], notes  # one line, however many attempts
 
     proxy = zkwarden_factory.start(srv, extra_env=tls_env(certs, client=True))
     c = kazoo_factory(proxy.hostport)
