@@ -44,7 +44,6 @@ static struct {
   uv_timer_t poll;
   bool polling;
   struct file_id files[3]; /* CA, certificate, key */
-  bool failed_files;       /* the last reload failed for these file ids: not retried until they change */
   char route[64];
   struct {
     char server[300];
@@ -176,14 +175,12 @@ int zkw_tls_reload(const char *why) {
   if (!ctx) {
     ZKW_METRIC_INC(tls_reload_failures);
     memcpy(t.files, ids, sizeof ids); /* retried when they change again, or on SIGHUP */
-    t.failed_files = true;
     zkw_log_error("TLS reload (%s) failed, the previous certificates stay in use: %s", why, err);
     return -1;
   }
   SSL_CTX_free(t.ctx); /* established connections hold their own reference */
   t.ctx = ctx;
   memcpy(t.files, ids, sizeof ids);
-  t.failed_files = false;
   ZKW_METRIC_INC(tls_reloads);
   char what[96];
   snprintf(what, sizeof what, "reloaded (%s)", why);
