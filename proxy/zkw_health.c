@@ -184,6 +184,7 @@ static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
     rc = zkw_tls_handshake(h.tls);
     int wrc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
     if (rc == ZKW_TLS_ERROR) {
+      zkw_tls_note(h.name, zkw_tls_conn_error(h.tls));
       snprintf(what, sizeof what, "TLS handshake failed: %s", zkw_tls_conn_error(h.tls));
       attempt_over(what);
       return -1;
@@ -198,12 +199,16 @@ static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
     size_t before = h.plain.len;
     rc = zkw_tls_decrypt(h.tls, &h.plain);
     if (rc == ZKW_TLS_ERROR) {
-      if (h.answer_len == 0) ZKW_METRIC_INC(tls_handshake_failures); /* TLS 1.3: refused after it */
+      if (h.answer_len == 0) { /* TLS 1.3: refused after the handshake */
+        ZKW_METRIC_INC(tls_handshake_failures);
+        zkw_tls_note(h.name, zkw_tls_conn_error(h.tls));
+      }
       snprintf(what, sizeof what, "TLS error: %s", zkw_tls_conn_error(h.tls));
       attempt_over(what);
       return -1;
     }
     size_t room = sizeof h.answer - 1 - h.answer_len, got = h.plain.len - before;
+    if (got && h.answer_len == 0) zkw_tls_note(h.name, NULL); /* answered: our certificate taken too */
     if (got > room) got = room;
     memcpy(h.answer + h.answer_len, h.plain.data + before, got);
     h.plain.len = 0;

@@ -96,6 +96,7 @@ static void close_flush_timeout_cb(uv_timer_t *t) {
 
 void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
   if (s->phase == ZKW_PHASE_CLOSING) return;
+  level = zkw_session_level(s, level);
   if (level <= zkw_log_level) {
     char reason[512];
     va_list ap;
@@ -255,6 +256,7 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
       /* TLS 1.3: a server refusing our certificate says so after its side
        * of the handshake; still a failed handshake, this server comes last. */
       ZKW_METRIC_INC(tls_handshake_failures);
+      zkw_tls_note(s->up_name, zkw_tls_conn_error(side->tls));
       zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
       s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
     }
@@ -262,6 +264,10 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
     return UV_EPROTO;
   }
   if (rc == 0 && zkw_tls_take_output(side->tls, &side->out) != 0) rc = UV_ENOMEM;
+  /* The server's first bytes: it took our certificate too (TLS 1.3 says so
+   * only now). */
+  if (rc == 0 && side->in.len && s->phase == ZKW_PHASE_CONNECTING && !s->response_seen)
+    zkw_tls_note(s->up_name, NULL);
   if (rc < 0) {
     s->close_class = ZKW_CLOSE_IO_ERROR;
     zkw_session_close(s, ZKW_LOG_ERROR, "out of memory reading from %s", side->name);
@@ -773,6 +779,7 @@ void zkw_session_accept(struct zkw_server *srv) {
     return;
   }
   s->srv = srv;
+  s->internal = srv->internal;
   s->conn = ++srv->next_conn;
   s->client = (struct zkw_side){.s = s, .name = "client"};
   s->upstream = (struct zkw_side){.s = s, .name = "upstream"};
