@@ -55,6 +55,26 @@ DIGEST_JAAS = """Server {
 ZK_SERVICE = "zookeeper/%s" % HOST
 
 
+def krb5_server_jaas(keytab, principal):
+    """A JAAS Server section: the ZooKeeper server's Kerberos identity."""
+    return ("Server {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+            "  keyTab=\"%s\"\n  storeKey=true\n  useTicketCache=false\n  principal=\"%s\";\n};\n"
+            % (keytab, principal))
+
+
+def krb5_client_jaas(keytab, principal):
+    """A JAAS Client section: a Java client's Kerberos login from a keytab."""
+    return ("Client {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+            "  keyTab=\"%s\"\n  storeKey=false\n  useTicketCache=false\n  doNotPrompt=true\n"
+            "  principal=\"%s\";\n};\n" % (keytab, principal))
+
+
+def digest_client_jaas(user, password):
+    """A JAAS Client section for SASL DIGEST-MD5."""
+    return ('Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
+            '  username="%s"\n  password="%s";\n};\n' % (user, password))
+
+
 def new_uuid():
     return str(uuid.uuid4())
 
@@ -81,10 +101,7 @@ class Secured:
             self.other_principal, self.other_keytab = realm.principal(OTHER_USER)
             props = dict(SASL_PROVIDER)
             props["java.security.krb5.conf"] = str(realm.krb5_conf)
-            jaas = ("Server {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
-                    "  keyTab=\"%s\"\n  storeKey=true\n  useTicketCache=false\n  principal=\"%s\";\n};\n"
-                    % (keytab, principal))
-            kw = {"sysprops": props, "jaas": jaas}
+            kw = {"sysprops": props, "jaas": krb5_server_jaas(keytab, principal)}
         if sysprops:
             kw["sysprops"] = dict(kw.get("sysprops", {}), **sysprops)
         self.zk = ZkServer(workdir / "zk", **kw)
@@ -355,8 +372,7 @@ def test_curator_sasl_digest_through_the_sidecar(secured, zkwarden_factory, java
     if secured.mode != "sasl":
         pytest.skip("SASL DIGEST-MD5 server only")
     proxy, _ = sidecar(secured, zkwarden_factory)
-    client = ('Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
-              '  username="%s"\n  password="%s";\n};\n' % (JM_USER, JM_PASSWORD))
+    client = digest_client_jaas(JM_USER, JM_PASSWORD)
     lock = "/flink/sec-curator/%s" % new_uuid()
     rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path)
     assert rc == 0 and line == "ok sasl:%s" % JM_USER, line
@@ -376,17 +392,12 @@ def test_kerberos_jobmanager_behind_a_sidecar_needs_the_server_principal(realm, 
     jm_principal, jm_keytab = realm.principal("jm-curator")
     props = dict(SASL_PROVIDER)
     props["java.security.krb5.conf"] = str(realm.krb5_conf)
-    jaas = ("Server {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
-            "  keyTab=\"%s\"\n  storeKey=true\n  useTicketCache=false\n  principal=\"%s\";\n};\n"
-            % (keytab, server_principal))
-    zk = ZkServer(tmp_path / "zk", sysprops=props, jaas=jaas)
+    zk = ZkServer(tmp_path / "zk", sysprops=props, jaas=krb5_server_jaas(keytab, server_principal))
     try:
         zk.start()
         proxy = zkwarden_factory.start(zk, extra_env={"ZKWARDEN_MODE": "sidecar",
                                                       "ZKWARDEN_IDENTITY": "sec-krb-%d" % os.getpid()})
-        client = ("Client {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
-                  "  keyTab=\"%s\"\n  storeKey=false\n  useTicketCache=false\n  doNotPrompt=true\n"
-                  "  principal=\"%s\";\n};\n" % (jm_keytab, jm_principal))
+        client = krb5_client_jaas(jm_keytab, jm_principal)
         krb5 = "-Djava.security.krb5.conf=%s" % realm.krb5_conf
         lock = "/flink/sec-krb/%s" % new_uuid()
         rc, line = run_jm(java_classes, proxy.hostport, lock, client, tmp_path, krb5)
@@ -675,12 +686,9 @@ class FlinkJm:
 def flink_jvm_props(sec, workdir):
     """The JobManager's JVM options for the mode (Flink: env.java.opts.jobmanager)."""
     if sec.mode == "sasl":
-        client = ('Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n'
-                  '  username="%s"\n  password="%s";\n};\n' % (JM_USER, JM_PASSWORD))
+        client = digest_client_jaas(JM_USER, JM_PASSWORD)
     elif sec.mode == "kerberos":
-        client = ("Client {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
-                  "  keyTab=\"%s\"\n  storeKey=false\n  useTicketCache=false\n  doNotPrompt=true\n"
-                  "  principal=\"%s\";\n};\n" % (sec.jm_keytab, sec.jm_principal))
+        client = krb5_client_jaas(sec.jm_keytab, sec.jm_principal)
     else:
         return []
     jaas = workdir / "jm.jaas"
