@@ -732,15 +732,17 @@ def test_flinklike_jobmanager_restarts_leak_nothing(kind, secured, zkwarden_fact
                 st = jm.stats()
                 ok = st.get("job_state") == "RUNNING" and st.get("job_master_leader") and st.get("master_added", 0) >= 11
                 return st if ok else None
-            st = wait_until(running, 60, interval=0.05, what="JobManager #%d to add 11 checkpoints" % n)
+            st = wait_until(running, 90, interval=0.05, what="JobManager #%d to add 11 checkpoints" % n)
             if n > 0:
                 to_leader = (st["leader_epoch_ms"] - st["connect_start_epoch_ms"]) / 1000.0
                 print("%s, %s: restarted JobManager #%d leads %.2f s after connecting"
                       % (secured.mode, kind, n, to_leader))
+                # The old session's 8 s timeout divides the two (the drills judge the 1 s target).
                 if kind == "direct":
-                    assert to_leader > 5.0, "direct: led after %.2f s, before the old session expired" % to_leader
+                    assert to_leader > 6.0, "direct: led after %.2f s, before the old session expired" % to_leader
                 else:
-                    assert to_leader < 3.0, "through the sidecar: led after %.2f s" % to_leader
+                    assert to_leader < 4.0, "through the sidecar: led after %.2f s\n%s" % (
+                        to_leader, jm.err.read_text()[-3000:])
             if n < 2:
                 jm.kill()
         # The JobManager's principal may read what it created (creator ACL).
