@@ -754,8 +754,14 @@ def test_flinklike_jobmanager_restarts_leak_nothing(kind, secured, zkwarden_fact
         live = int(st["session_id"], 16)
 
         def leaked():
+            """Subsumed checkpoints still there with their `locks` node. One a
+            killed JobManager left "marked for deletion" (between deleting
+            p/locks and p) has none: Flink skips it at every recovery, a leak
+            of Flink's own that no lock causes (zkwarden never deletes state
+            nodes); the drills count those apart too."""
             inspector.sync(root)
-            return sorted(int(c) for c in inspector.get_children(root) if int(c) < oldest_retained)
+            old = [c for c in inspector.get_children(root) if int(c) < oldest_retained]
+            return sorted(int(c) for c in old if inspector.exists("%s/%s/locks" % (root, c)))
         if kind == "direct":
             return  # the wait above is the failure; its old session expired before it led
         wait_until(lambda: not leaked(), 5, what="no checkpoint older than the retained ones (leaked: %s)"
