@@ -46,9 +46,12 @@ def test_status_page_in_a_browser(zk_server, zkwarden_factory, kazoo_factory, ad
         "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_ORPHAN_GRACE_MS": "0",
         "ZKWARDEN_LOCK_ROOTS": "/flink-status-%d" % os.getpid(), "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
     adm = admin(proxy)
-    first = rawzk.RawSession(proxy.port, timeout_ms=30000)  # incarnation 1, dies without closing
+    root = "/flink-status-%d" % os.getpid()
+    first = rawzk.RawSession(proxy.port, timeout_ms=30000)
+    assert first.create_latch(root) == 0  # incarnation 1, dies without closing
     first.close()
-    jm = kazoo_factory(proxy.hostport)  # incarnation 2: fences the first
+    jm = kazoo_factory(proxy.hostport)
+    jm.create("%s/_c_%s-latch-" % (root, uuid.uuid4()), b"", ephemeral=True, sequence=True)  # incarnation 2: fences the first
     wait_until(lambda: adm.get("/v1/reclaims").json()["reclaims"], 10, what="the fence")
     graph = "/flink-status-%d/c1/jobgraphs/%s" % (os.getpid(), "a" * 32)
     jm.create(graph + "/locks", makepath=True)
