@@ -289,7 +289,8 @@ class Soak:
         insp = drill.Inspector(ens.connect)
         dargs = types.SimpleNamespace(zkwarden_log_level=self.args.zkwarden_log_level,
                                       orphan_grace_ms=10000, ensemble_tracker=True, quick=False)
-        self.d = types.SimpleNamespace(args=dargs, workdir=self.workdir, ens=ens, insp=insp, classpath=classpath)
+        self.d = types.SimpleNamespace(args=dargs, workdir=self.workdir, ens=ens, insp=insp, classpath=classpath,
+                                       tls_env={})  # the soak runs plaintext
         self.run = drill.Run(self.d, "soak", LAYOUT, "zkwarden")
         if self.args.clients > 0:
             self.relay = procs.Sidecar(self.workdir / "relay", "relay", ens.connect, "/zkwarden-soak-relay",
