@@ -23,6 +23,7 @@
 #include "zkw_metrics.h"
 #include "zkw_server.h"
 #include "zkw_session.h"
+#include "zkw_sidecar.h"
 #include "zkw_text.h"
 
 /* Bound on flushing a response before closing the connection. */
@@ -247,9 +248,10 @@ static uint32_t outstanding(const struct zkw_session *s) {
 /* Fills the gauges that are computed from the live sessions. */
 static void refresh_gauges(void) {
   int64_t active = 0, plain = 0, out = 0;
-  for (const struct zkw_session *s = a.srv->sessions; s; s = s->next) {
+  for (const struct zkw_session *s = zkw_session_first(a.srv); s;
+       s = zkw_session_next((struct zkw_session *)s)) {
     if (s->phase == ZKW_PHASE_ACTIVE) active++;
-    if (s->phase == ZKW_PHASE_ACTIVE && !s->incarnation) plain++;
+    if (s->phase == ZKW_PHASE_ACTIVE && !zkw_sidecar_incarnation(s)) plain++;
     out += outstanding(s);
   }
   ZKW_METRIC_SET(connections_active, (int64_t)a.srv->session_count);
@@ -269,7 +271,8 @@ static void refresh_gauges(void) {
 static int render_sessions(struct zkw_buf *b) {
   TRY(zkw_text_printf(b, "{\"count\":%llu,\"sessions\":[", (unsigned long long)a.srv->session_count));
   bool first = true;
-  for (const struct zkw_session *s = a.srv->sessions; s; s = s->next) {
+  for (const struct zkw_session *s = zkw_session_first(a.srv); s;
+       s = zkw_session_next((struct zkw_session *)s)) {
     TRY(zkw_text_printf(b, "%s{\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":", first ? "" : ",",
                         (unsigned long long)s->conn, (unsigned long long)s->session_id));
     first = false;
@@ -283,7 +286,8 @@ static int render_sessions(struct zkw_buf *b) {
                         ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u,"
                         "\"role\":\"%s\",\"incarnation\":%llu}",
                         phase_name(s->phase), s->timeout, s->read_only ? "true" : "false", outstanding(s),
-                        s->incarnation ? "incarnation" : "plain", (unsigned long long)s->incarnation));
+                        zkw_sidecar_incarnation(s) ? "incarnation" : "plain",
+                        (unsigned long long)zkw_sidecar_incarnation(s)));
   }
   TRY(zkw_text_printf(b, "]}\n"));
   return 0;
@@ -314,9 +318,11 @@ static int render_page_sessions(struct zkw_buf *b) {
       "<h2>Sessions (%llu)</h2>\n<table><tr><th>conn</th><th>session</th><th>role</th>"
       "<th>peer</th><th>upstream</th><th>phase</th><th>timeout ms</th><th>outstanding</th></tr>\n",
       (unsigned long long)a.srv->session_count));
-  for (const struct zkw_session *s = a.srv->sessions; s; s = s->next) {
+  for (const struct zkw_session *s = zkw_session_first(a.srv); s;
+       s = zkw_session_next((struct zkw_session *)s)) {
     char role[40] = "plain client";
-    if (s->incarnation) snprintf(role, sizeof role, "incarnation %llu", (unsigned long long)s->incarnation);
+    if (zkw_sidecar_incarnation(s))
+      snprintf(role, sizeof role, "incarnation %llu", (unsigned long long)zkw_sidecar_incarnation(s));
     TRY(zkw_text_printf(b, "<tr><td>%llu</td><td class=\"mono\">0x%llx</td><td>%s</td><td>",
                         (unsigned long long)s->conn, (unsigned long long)s->session_id, role));
     HTML(b, s->peer, sizeof s->peer);
@@ -358,7 +364,7 @@ static int render_page_reclaims(struct zkw_buf *b) {
 /* The status page; rep is the lock report, or NULL with why it is missing. */
 static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, const char *locks_why) {
   const struct zkw_config *cfg = a.srv->cfg;
-  const struct zkw_identity *id = &a.srv->identity;
+  const struct zkw_identity *id = zkw_sidecar_identity(a.srv);
   char why[600], line[700];
   bool ready = zkw_server_ready(a.srv, why, sizeof why);
   TRY(zkw_text_printf(b,
@@ -414,7 +420,7 @@ static void walk_answered(void *arg, struct zkw_locks_report *rep) {
 
 /* Starts the lock walk that answers h. Returns NULL, or why none can run. */
 static const char *start_walk(struct zkw_admin_http *h, bool page) {
-  struct zkw_identity *id = &a.srv->identity;
+  struct zkw_identity *id = zkw_sidecar_identity(a.srv);
   if (a.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
   if (!id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
   h->walk_page = page;

@@ -20,9 +20,9 @@
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
+#include "zkw_session.h"
+#include "zkw_sidecar.h"
 #include "zkw_tls.h"
-
-uint64_t zkw_health_upstream_seen_ns;
 
 enum probe_state { IDLE, RESOLVING, CONNECTING, HANDSHAKING, TALKING, CLOSING };
 
@@ -69,7 +69,7 @@ static uint64_t upstream_losses(void) {
 }
 
 static bool passive_fresh(uint64_t now) {
-  return zkw_health_upstream_seen_ns && now - zkw_health_upstream_seen_ns < interval_ns();
+  return zkw_session_upstream_seen_ns() && now - zkw_session_upstream_seen_ns() < interval_ns();
 }
 
 static void set_result(bool ok, const char *why) {
@@ -443,13 +443,13 @@ bool zkw_server_ready(struct zkw_server *srv, char *why, size_t len) {
   }
   /* Passive evidence counts when it is newer than the last verdict. */
   bool upstream_ok =
-      (h.probed && h.ok) || (passive_fresh(uv_hrtime()) && zkw_health_upstream_seen_ns > h.probed_ns);
+      (h.probed && h.ok) || (passive_fresh(uv_hrtime()) && zkw_session_upstream_seen_ns() > h.probed_ns);
   if (!upstream_ok) {
     snprintf(why, len, "%s", h.why);
     return false;
   }
   const char *id_why = NULL;
-  if (!zkw_identity_ready(&srv->identity, &id_why)) {
+  if (!zkw_identity_ready(zkw_sidecar_identity(srv), &id_why)) {
     snprintf(why, len, "registry not usable: %s", id_why);
     return false;
   }

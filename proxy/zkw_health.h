@@ -4,7 +4,7 @@
  * registry is usable (this instance owns its identity: zkw_identity_ready).
  * The upstream part is known two ways:
  * - passively: any reply or ConnectResponse read from an upstream server in
- *   the last probe interval (zkw_health_upstream_seen, called by the relay);
+ *   the last probe interval (zkw_session_upstream_seen_ns, kept by the relay);
  * - actively: when nothing was read from upstream for a probe interval, a
  *   probe connects to the servers of ZKWARDEN_UPSTREAM in turn and sends the
  *   four-letter word `srvr` (on ZooKeeper's default whitelist). A server that
@@ -31,14 +31,6 @@ struct zkw_server;
  * noticed within a tick of its sessions dropping. */
 #define ZKW_HEALTH_INTERVAL_MS 5000
 #define ZKW_HEALTH_REPROBE_MS  30000
-
-/* Monotonic ns of the last byte read from an upstream server (0: never). */
-extern uint64_t zkw_health_upstream_seen_ns;
-
-/* Called by the relay with the read batch's timestamp (uv_hrtime). */
-static inline void zkw_health_upstream_seen(uint64_t now_ns) {
-  zkw_health_upstream_seen_ns = now_ns;
-}
 
 /* Starts the periodic check (the first probe runs at once). Returns 0 or a
  * negative libuv error. */

@@ -2,8 +2,8 @@
  *
  * Everything here runs on the loop thread: registry results arrive through
  * zkw_zk's queue, fences through uv_queue_work. A session referenced by a
- * pending registry step holds one of its `handles`, so it is never freed
- * under a callback. */
+ * pending registry step holds a reference (zkw_session_ref), so it is never
+ * freed under a callback. */
 #include "zkw_identity.h"
 
 #include <inttypes.h>
@@ -15,8 +15,7 @@
 #include "zkw_history.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
-#include "zkw_reclaim.h"
-#include "zkw_server.h"
+#include "zkw_pair.h"
 #include "zkw_session.h"
 
 /* zkwarden's own registry session: short, so that the owner node of a
@@ -59,7 +58,7 @@ static const char *identity_name(const struct zkw_identity *id) {
 }
 
 bool zkw_identity_ready(const struct zkw_identity *id, const char **why) {
-  if (id->disabled || (id->state == ZKW_REG_OWNER && id->rec_loaded)) return true;
+  if (!id || id->disabled || (id->state == ZKW_REG_OWNER && id->rec_loaded)) return true;
   *why = id->why[0] ? id->why : state_names[id->state];
   return false;
 }
@@ -119,49 +118,41 @@ static void broken(struct zkw_identity *id, const char *what, int rc) {
 
 /* ---- session references ---- */
 
-static void session_ref(struct zkw_session *s) {
-  s->handles++;
-}
-static void session_unref(struct zkw_session *s) {
-  s->handles--;
-  zkw_session_maybe_free(s);
-}
-
 static void list_remove(struct zkw_session **head, struct zkw_session *s) {
-  for (struct zkw_session **p = head; *p; p = &(*p)->id_next)
+  for (struct zkw_session **p = head; *p; p = &zkw_sc(*p)->id_next)
     if (*p == s) {
-      *p = s->id_next;
-      s->id_next = NULL;
+      *p = zkw_sc(s)->id_next;
+      zkw_sc(s)->id_next = NULL;
       return;
     }
 }
 
 static void list_append(struct zkw_session **head, struct zkw_session *s, enum zkw_id_list which) {
-  s->id_list = which;
+  zkw_sc(s)->id_list = which;
   struct zkw_session **p = head;
   while (*p)
-    p = &(*p)->id_next;
-  s->id_next = NULL;
+    p = &zkw_sc(*p)->id_next;
+  zkw_sc(s)->id_next = NULL;
   *p = s;
 }
 
 /* Takes the first session off an identity list. */
 static struct zkw_session *list_pop(struct zkw_session **head) {
   struct zkw_session *s = *head;
-  *head = s->id_next;
-  s->id_next = NULL;
-  s->id_list = ZKW_ID_NONE;
+  *head = zkw_sc(s)->id_next;
+  zkw_sc(s)->id_next = NULL;
+  zkw_sc(s)->id_list = ZKW_ID_NONE;
   return s;
 }
 
 /* Lets a held request go on (unrecorded: adopted once the record can be
  * written). */
 static void release_hold(struct zkw_session *s) {
-  if (s->hold_jm) {
-    s->hold_jm = false;
+  if (zkw_sc(s)->hold_jm) {
+    zkw_sc(s)->hold_jm = false;
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
   }
-  session_unref(s);
+  zkw_session_unref(s);
 }
 
 /* The fence is done, failed or timed out: every request held for it goes on
@@ -368,8 +359,8 @@ static void finish_write(struct record_write *w, bool ok) {
   memset(w, 0, sizeof *w);
   free(w);
   if (s) {
-    s->id_list = ZKW_ID_NONE;
-    if (!ok) s->incarnation = 0;
+    zkw_sc(s)->id_list = ZKW_ID_NONE;
+    if (!ok) zkw_sc(s)->incarnation = 0;
     release_hold(s);
   }
   write_next(id);
@@ -399,10 +390,10 @@ static void record_written(void *arg, const struct zkw_zk_result *r) {
   id->write_gen++;
   id->rec_version = w->created ? 0 : r->stat.version;
   ZKW_METRIC_SET(identity_incarnation, (int64_t)id->rec.incarnation);
-  if (s && s->incarnation == id->rec.incarnation) {
+  if (s && zkw_sc(s)->incarnation == id->rec.incarnation) {
     zkw_slog(s, ZKW_LOG_INFO, "identity %s: incarnation %" PRIu64 " begins", identity_name(id),
              id->rec.incarnation);
-    zkw_sweep_soon(id);
+    if (id->on_incarnation) id->on_incarnation(id);
   }
   finish_write(w, true);
 }
@@ -414,12 +405,12 @@ static void write_next(struct zkw_identity *id) {
   if (!id->writers) return;
   struct zkw_session *s = list_pop(&id->writers);
   if (s->session_id == id->rec.session) { /* already the current incarnation */
-    s->incarnation = id->rec.incarnation;
+    zkw_sc(s)->incarnation = id->rec.incarnation;
     release_hold(s);
     write_next(id);
     return;
   }
-  s->id_list = ZKW_ID_WRITING;
+  zkw_sc(s)->id_list = ZKW_ID_WRITING;
   struct record_write *w = calloc(1, sizeof *w);
   if (!w) {
     finish_write(&(struct record_write){.id = id, .s = s}, false); /* not reached in practice */
@@ -434,7 +425,7 @@ static void write_next(struct zkw_identity *id) {
   memcpy(w->rec.passwd, s->passwd, sizeof w->rec.passwd);
   w->rec.timeout = s->timeout;
   snprintf(w->rec.instance, sizeof w->rec.instance, "%s", id->instance);
-  s->incarnation = w->rec.incarnation;
+  zkw_sc(s)->incarnation = w->rec.incarnation;
   w->len = zkw_record_format(&w->rec, w->text, sizeof w->text);
   id->writing = true;
   int rc = w->len < 0 ? ZBADARGUMENTS : send_write(w);
@@ -582,7 +573,7 @@ static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *
 
 /* True if the session is attached through this sidecar right now. */
 static bool attached_here(const struct zkw_identity *id, int64_t session) {
-  for (const struct zkw_session *s = id->srv->sessions; s; s = s->next)
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
     if (s->session_id == session && s->phase == ZKW_PHASE_ACTIVE) return true;
   return false;
 }
@@ -590,7 +581,7 @@ static bool attached_here(const struct zkw_identity *id, int64_t session) {
 /* A superseded session that was still attached here (a hung JobManager):
  * its connection goes too, so the old process learns at once. */
 static void close_superseded(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
-  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
     if (s->session_id == session && s->phase != ZKW_PHASE_CLOSING)
       zkw_session_close(s, ZKW_LOG_INFO, "superseded: incarnation %" PRIu64 " was fenced by a newer one",
                         incarnation);
@@ -744,8 +735,8 @@ static void cancel_orphan(struct zkw_identity *id, int64_t session_id) {
 /* ---- session hooks ---- */
 
 void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
-  struct zkw_identity *id = &s->srv->identity;
-  if (id->disabled || req->session_id == 0) return;
+  struct zkw_identity *id = s->srv->policy;
+  if (!id || id->disabled || req->session_id == 0) return;
   cancel_orphan(id, req->session_id);
   /* A session superseded while it was still attached, re-attaching: its
    * process is alive after all (a hang ended, or a second JobManager shares
@@ -760,37 +751,37 @@ void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_con
 }
 
 void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
-  struct zkw_identity *id = &s->srv->identity;
-  if (id->disabled || resp->timeout <= 0 || resp->session_id == 0) return;
+  struct zkw_identity *id = s->srv->policy;
+  if (!id || id->disabled || resp->timeout <= 0 || resp->session_id == 0) return;
   if (id->rec_loaded && id->rec.session == resp->session_id && id->rec.dead < id->rec.incarnation)
-    s->incarnation = id->rec.incarnation; /* the current incarnation re-attached */
+    zkw_sc(s)->incarnation = id->rec.incarnation; /* the current incarnation re-attached */
 }
 
 /* The recorded session, attached here before the record was known (a
  * re-attach through a restarted sidecar): it is the current incarnation. */
 static void claim_recorded_session(struct zkw_identity *id) {
   if (!id->rec_loaded || id->rec.session == 0 || id->rec.dead >= id->rec.incarnation) return;
-  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
-    if (s->session_id == id->rec.session && s->phase == ZKW_PHASE_ACTIVE && !s->incarnation) {
-      s->incarnation = id->rec.incarnation;
-      if (s->id_list == ZKW_ID_WAITING) {
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
+    if (s->session_id == id->rec.session && s->phase == ZKW_PHASE_ACTIVE && !zkw_sc(s)->incarnation) {
+      zkw_sc(s)->incarnation = id->rec.incarnation;
+      if (zkw_sc(s)->id_list == ZKW_ID_WAITING) {
         list_remove(&id->waiting, s);
-        s->id_list = ZKW_ID_NONE;
+        zkw_sc(s)->id_list = ZKW_ID_NONE;
         release_hold(s);
       }
     }
 }
 
 bool zkw_identity_on_jm_request(struct zkw_session *s) {
-  struct zkw_identity *id = &s->srv->identity;
-  if (id->disabled) return false;
-  s->acts_as_jm = true;
+  struct zkw_identity *id = s->srv->policy;
+  if (!id || id->disabled) return false;
+  zkw_sc(s)->acts_as_jm = true;
   if (s->session_id == 0 || s->timeout <= 0) return false;
   switch (id->state) {
   case ZKW_REG_OWNER:
     if (!id->rec_loaded) break;
     if (id->rec.session == s->session_id && id->rec.dead < id->rec.incarnation) {
-      s->incarnation = id->rec.incarnation; /* already the current incarnation */
+      zkw_sc(s)->incarnation = id->rec.incarnation; /* already the current incarnation */
       return false;
     }
     if (id->rec.session != 0 && id->rec.dead < id->rec.incarnation && attached_here(id, id->rec.session)) {
@@ -811,7 +802,7 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
                  "session is relayed as a plain client, nothing is fenced.",
                  identity_name(id), (uint64_t)id->rec.session);
         ZKW_METRIC_INC(identity_conflicts);
-        s->plain_conflict = true;
+        zkw_sc(s)->plain_conflict = true;
         return false;
       }
       id->superseded[id->superseded_next++ % ZKW_SUPERSEDED_KEPT] = id->rec.session;
@@ -825,31 +816,31 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
   }
   zkw_slog(s, ZKW_LOG_INFO, "identity %s: this session acts as the JobManager: a new incarnation",
            identity_name(id));
-  s->hold_jm = true;
-  session_ref(s);
+  zkw_sc(s)->hold_jm = true;
+  zkw_session_ref(s);
   list_append(&id->waiting, s, ZKW_ID_WAITING);
   if (!uv_is_active((uv_handle_t *)&id->fence_timer))
     uv_timer_start(&id->fence_timer, fence_timeout_cb, id->srv->cfg->fence_timeout_ms, 0);
   fence_previous(id);
-  return s->hold_jm;
+  return zkw_sc(s)->hold_jm;
 }
 
 void zkw_identity_on_session_closed(struct zkw_session *s) {
-  struct zkw_identity *id = &s->srv->identity;
-  if (id->disabled) return;
+  struct zkw_identity *id = s->srv->policy;
+  if (!id || id->disabled) return;
   /* Leave the lists (a write in flight keeps its reference until it ends).
    * The caller is closing s: it is freed once its handles are gone. */
-  if (s->id_list == ZKW_ID_WAITING) list_remove(&id->waiting, s);
-  if (s->id_list == ZKW_ID_WRITERS) list_remove(&id->writers, s);
-  if (s->id_list == ZKW_ID_WAITING || s->id_list == ZKW_ID_WRITERS) {
-    s->id_list = ZKW_ID_NONE;
-    s->handles--;
+  if (zkw_sc(s)->id_list == ZKW_ID_WAITING) list_remove(&id->waiting, s);
+  if (zkw_sc(s)->id_list == ZKW_ID_WRITERS) list_remove(&id->writers, s);
+  if (zkw_sc(s)->id_list == ZKW_ID_WAITING || zkw_sc(s)->id_list == ZKW_ID_WRITERS) {
+    zkw_sc(s)->id_list = ZKW_ID_NONE;
+    zkw_session_unref(s); /* not yet closing: s stays */
   }
-  s->hold_jm = false;
+  zkw_sc(s)->hold_jm = false;
   /* An orphan: the JobManager's connection went without closeSession. */
-  if (id->stopping || s->srv->stopping || s->close_sent || !s->incarnation || s->session_id == 0 ||
+  if (id->stopping || s->srv->stopping || s->close_sent || !zkw_sc(s)->incarnation || s->session_id == 0 ||
       id->srv->cfg->orphan_grace_ms == 0 || id->state != ZKW_REG_OWNER ||
-      s->incarnation != id->rec.incarnation || s->session_id != id->rec.session)
+      zkw_sc(s)->incarnation != id->rec.incarnation || s->session_id != id->rec.session)
     return;
   struct zkw_orphan *o = calloc(1, sizeof *o);
   if (!o) return;
@@ -857,7 +848,7 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
   o->session_id = s->session_id;
   memcpy(o->passwd, s->passwd, sizeof o->passwd);
   o->timeout = s->timeout;
-  o->incarnation = s->incarnation;
+  o->incarnation = zkw_sc(s)->incarnation;
   uv_timer_init(id->srv->loop, &o->timer);
   o->timer.data = o;
   o->next = id->orphans;
@@ -868,15 +859,15 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
 /* Sessions that began while this instance was not yet the owner: record
  * them now (the first one becomes the current incarnation). */
 static void adopt_sessions(struct zkw_identity *id) {
-  for (struct zkw_session *s = id->srv->sessions; s; s = s->next) {
-    if (s->phase != ZKW_PHASE_ACTIVE || !s->acts_as_jm || s->plain_conflict || s->incarnation ||
-        s->session_id == 0 || s->id_list != ZKW_ID_NONE || s->timeout <= 0)
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s)) {
+    if (s->phase != ZKW_PHASE_ACTIVE || !zkw_sc(s)->acts_as_jm || zkw_sc(s)->plain_conflict ||
+        zkw_sc(s)->incarnation || s->session_id == 0 || zkw_sc(s)->id_list != ZKW_ID_NONE || s->timeout <= 0)
       continue;
     zkw_slog(s, ZKW_LOG_INFO,
              "identity %s: recording this session, which acted as the JobManager before the identity was "
              "owned",
              identity_name(id));
-    session_ref(s);
+    zkw_session_ref(s);
     list_append(&id->writers, s, ZKW_ID_WRITERS);
   }
   if (id->writers) {

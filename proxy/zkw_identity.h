@@ -27,6 +27,7 @@
 #include "zkw_codec.h"
 #include "zkw_fence.h"
 #include "zkw_record.h"
+#include "zkw_relay.h"
 #include "zkw_zk.h"
 
 struct zkw_server;
@@ -49,11 +50,34 @@ struct zkw_orphan;
 
 #define ZKW_SUPERSEDED_KEPT 8
 
-/* Which identity list a session is on (zkw_session.id_list). */
+/* Which identity list a session is on (zkw_sc_session.id_list). */
 enum zkw_id_list { ZKW_ID_NONE, ZKW_ID_WAITING, ZKW_ID_WRITERS, ZKW_ID_WRITING };
+
+/* The sidecar's block of each session (zkw_hooks.h session_size). A session
+ * is a plain client until it acts as the JobManager
+ * (zkw_acts_as_jobmanager); then its incarnation begins. */
+struct zkw_sc_session {
+  bool acts_as_jm;      /* it sent a request that begins an incarnation */
+  bool hold_jm;         /* that request waits for the fence and the registry write */
+  bool plain_conflict;  /* acted as the JobManager in an identity conflict: stays plain */
+  uint64_t incarnation; /* recorded incarnation; 0: a plain client (no tags, no reclaim) */
+  struct zkw_session *id_next;
+  int id_list;        /* enum zkw_id_list */
+  int32_t config_xid; /* an outstanding getData of /zookeeper/config, or 0 */
+};
+
+static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {
+  return (struct zkw_sc_session *)zkw_session_policy(s);
+}
+static inline const struct zkw_sc_session *zkw_sc_c(const struct zkw_session *s) {
+  return (const struct zkw_sc_session *)zkw_session_policy_c(s);
+}
 
 struct zkw_identity {
   struct zkw_server *srv;
+  /* A new incarnation began (its record is written): zkw_sidecar.c starts a
+   * sweep soon. */
+  void (*on_incarnation)(struct zkw_identity *id);
   bool disabled; /* ZKWARDEN_MODE=relay */
   struct zkw_zk *zk;
   enum zkw_reg_state state;
@@ -124,9 +148,9 @@ void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_con
 void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp);
 /* The session sent its first request that acts as the JobManager
  * (zkw_acts_as_jobmanager): its incarnation begins. Returns true if the
- * request must be held (s->hold_jm) while the previous incarnation is fenced
+ * request must be held (hold_jm) while the previous incarnation is fenced
  * and this one recorded; zkw_session_resume follows. False: forward it now
- * (tagged if s->incarnation was set, as a plain client otherwise). */
+ * (tagged if its incarnation was set, as a plain client otherwise). */
 bool zkw_identity_on_jm_request(struct zkw_session *s);
 /* The session's client connection is closing. */
 void zkw_identity_on_session_closed(struct zkw_session *s);

@@ -9,8 +9,7 @@
 
 #include "zkw_codec.h"
 #include "zkw_encode.h"
-#include "zkw_server.h"
-#include "zkw_session.h"
+#include "zkw_pair.h"
 
 #define INBAND_FRAME_MAX      1200 /* header + a path of up to 1,024 bytes + flags */
 #define INBAND_TIMEOUT_MIN_MS 1000
@@ -97,8 +96,7 @@ static void flush(struct zkw_inband *ib) {
     if (!sendable(s)) break;
     int32_t xid = pick_xid(ib);
     zkw_store_be32(r->frame + 4, (uint32_t)xid);
-    if (zkw_pending_push_owned(&s->pending, xid, r->op, r) ||
-        zkw_session_send_upstream(s, r->frame, r->len)) {
+    if (zkw_pending_push_owned(&s->pending, xid, r->op, r) || zkw_side_send(&s->upstream, r->frame, r->len)) {
       zkw_session_close(s, ZKW_LOG_WARN, "cannot write an in-band request upstream");
       return;
     }
@@ -114,8 +112,7 @@ static void timer_closed(uv_handle_t *h) {
   struct zkw_session *s = ib->s;
   free(ib);
   s->inband = NULL;
-  s->handles--;
-  zkw_session_maybe_free(s);
+  zkw_session_unref(s);
 }
 
 static struct zkw_inband *inband_of(struct zkw_session *s) {
@@ -126,7 +123,7 @@ static struct zkw_inband *inband_of(struct zkw_session *s) {
   ib->next_xid = ZKW_INBAND_XID_BASE;
   uv_timer_init(s->srv->loop, &ib->timer);
   ib->timer.data = ib;
-  s->handles++;
+  zkw_session_ref(s);
   s->inband = ib;
   return ib;
 }

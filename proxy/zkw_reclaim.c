@@ -19,7 +19,7 @@
 #include "zkw_lockrule.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
-#include "zkw_server.h"
+#include "zkw_pair.h"
 #include "zkw_session.h"
 
 #define SWEEP_MAX_NODES 200000
@@ -124,12 +124,12 @@ static void reclaim_finish(struct reclaim *rc, bool replay) {
     free(rc->locks[i].path);
   free(rc->locks);
   free(rc);
-  s->handles--;
-  if (s->phase == ZKW_PHASE_CLOSING) {
-    zkw_session_maybe_free(s);
-    return;
-  }
-  zkw_session_reclaim_done(s, replay);
+  bool closing = s->phase == ZKW_PHASE_CLOSING;
+  zkw_session_unref(s); /* frees s only when closing */
+  if (closing) return;
+  /* Replayed: the JobManager gets the replay's reply. Not reclaimed: the
+   * reply it would have had anyway. */
+  if (!replay || zkw_session_replay(s) != 0) zkw_session_deliver(s);
 }
 
 struct delete_arg {
@@ -322,8 +322,8 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
 }
 
 bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes path) {
-  struct zkw_identity *id = &s->srv->identity;
-  if (!s->incarnation || s->incarnation != zkw_identity_current(id) || path.len <= 0 ||
+  struct zkw_identity *id = s->srv->policy;
+  if (!zkw_sc(s)->incarnation || zkw_sc(s)->incarnation != zkw_identity_current(id) || path.len <= 0 ||
       (size_t)path.len >= sizeof((struct reclaim *)0)->path)
     return false;
   struct reclaim *rc = calloc(1, sizeof *rc);
@@ -339,7 +339,7 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
       free(rc);
       return false;
     }
-    s->handles++;
+    zkw_session_ref(s);
     return true;
   }
   rc->locks = calloc(1, sizeof *rc->locks);
@@ -354,7 +354,7 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
   }
   *a = (struct lock_read_arg){rc, 0};
   rc->count = rc->pending = 1;
-  s->handles++;
+  zkw_session_ref(s);
   return true;
 }
 
@@ -392,8 +392,8 @@ static void schedule_periodic(struct zkw_identity *id) {
 /* The session of this identity's current incarnation, attached now. */
 static struct zkw_session *jm_session(struct zkw_identity *id) {
   uint64_t current = zkw_identity_current(id);
-  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
-    if (s->phase == ZKW_PHASE_ACTIVE && s->incarnation && s->incarnation == current) return s;
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
+    if (s->phase == ZKW_PHASE_ACTIVE && zkw_sc(s)->incarnation && zkw_sc(s)->incarnation == current) return s;
   return NULL;
 }
 
@@ -414,8 +414,7 @@ static void sweep_free(struct sweep *sw) {
     zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) deleted",
                  id->srv->cfg->identity, sw->visited, sw->deleted);
   if (sw->s) {
-    sw->s->handles--;
-    zkw_session_maybe_free(sw->s);
+    zkw_session_unref(sw->s);
   }
   free(sw);
   current_sweep = NULL;
@@ -425,7 +424,7 @@ static void sweep_free(struct sweep *sw) {
   else
     schedule_periodic(id);
   /* Sessions held back their lock requests during the deletes. */
-  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
 }
 
@@ -435,8 +434,7 @@ static bool sweep_result(struct sweep *sw, const char *step, const char *path, i
   if (!sw->s) return false;
   if (sw->s->phase == ZKW_PHASE_CLOSING) {
     if (zerr != ZOK) step_failed(NULL, ZKW_HISTORY_SWEEP, step, path, zerr, NULL);
-    sw->s->handles--;
-    zkw_session_maybe_free(sw->s);
+    zkw_session_unref(sw->s);
     sw->s = NULL;
     return false;
   }
@@ -606,8 +604,8 @@ static void sweep_delete_next(struct sweep *sw) {
     return;
   }
   /* No lock request of this sidecar may be outstanding while we decide. */
-  for (struct zkw_session *s = id->srv->sessions; s; s = s->next)
-    if (s->barrier) {
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
+    if (zkw_session_in_barrier(s)) {
       uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_WAIT_MS, 0);
       return;
     }
@@ -644,7 +642,7 @@ static void sweep_start(struct zkw_identity *id) {
   sw->id = id;
   sw->s = s;
   sw->session_id = s->session_id;
-  s->handles++; /* until the sweep ends or the session closes (sweep_result) */
+  zkw_session_ref(s); /* until the sweep ends or the session closes (sweep_result) */
   for (int i = 0; i < cfg->lock_roots.count; i++)
     if (push_path(sw, cfg->lock_roots.root[i]) != 0) break;
   id->sweeping = true;

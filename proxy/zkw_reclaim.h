@@ -32,7 +32,7 @@ struct zkw_identity;
 /* Starts reclaiming for the withheld reply of the session's barrier request:
  * is_create: NODEEXISTS on the lock create of `path`; else NOTEMPTY on the
  * delete of `path`. Returns false if no reclaim can start (the caller then
- * forwards the reply); else zkw_session_reclaim_done follows. */
+ * forwards the reply); else zkw_session_replay or zkw_session_deliver follows. */
 bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes path);
 
 /* Sweeps: soon after a new incarnation, and every ZKWARDEN_SWEEP_INTERVAL_S. */

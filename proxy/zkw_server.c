@@ -4,8 +4,8 @@
 
 #include <string.h>
 
-#include "zkw_admin.h"
 #include "zkw_log.h"
+#include "zkw_pair.h"
 #include "zkw_session.h"
 #include "zkw_tls.h"
 
@@ -17,13 +17,6 @@ static void on_connection(uv_stream_t *listener, int status) {
   }
   if (srv->stopping) return;
   zkw_session_accept(srv);
-}
-
-static void on_signal(uv_signal_t *h, int signum) {
-  struct zkw_server *srv = h->data;
-  zkw_log_info("received %s: closing %llu connection(s) and exiting",
-               signum == SIGTERM ? "SIGTERM" : "SIGINT", (unsigned long long)srv->session_count);
-  zkw_server_stop(srv);
 }
 
 static void format_addr(const struct sockaddr_storage *ss, char *out, size_t len) {
@@ -59,7 +52,7 @@ static int relay_start(struct zkw_server *srv) {
   r->loop = srv->loop;
   r->cfg = &relay_cfg;
   r->internal = true;
-  r->identity.disabled = true;
+  r->hooks = srv->hooks; /* with no policy context: no identity, tag or reclaim */
   int rc = uv_tcp_init(r->loop, &r->listener);
   if (rc) return rc;
   r->listener.data = r;
@@ -83,11 +76,14 @@ static int relay_start(struct zkw_server *srv) {
   return 0;
 }
 
-int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg) {
+int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
+                     const struct zkw_hooks *hooks, void *policy) {
   char where[80];
   memset(srv, 0, sizeof *srv);
   srv->loop = loop;
   srv->cfg = cfg;
+  srv->hooks = hooks;
+  srv->policy = policy;
   format_addr(&cfg->listen, where, sizeof where);
 
   int rc = uv_tcp_init(loop, &srv->listener);
@@ -100,12 +96,6 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
     uv_close((uv_handle_t *)&srv->listener, NULL);
     return rc;
   }
-  uv_signal_init(loop, &srv->sig_term);
-  uv_signal_init(loop, &srv->sig_int);
-  srv->sig_term.data = srv->sig_int.data = srv;
-  uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
-  uv_signal_start(&srv->sig_int, on_signal, SIGINT);
-
   char ups[1024];
   zkw_config_upstream_list(cfg, ups, sizeof ups);
   snprintf(srv->listen_name, sizeof srv->listen_name, "%s", where);
@@ -118,8 +108,6 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
       return rc;
     }
   }
-  /* Without a usable registry the proxy still relays: the error is logged. */
-  if (zkw_identity_start(&srv->identity, srv) != 0) zkw_log_warn("relaying without identity features");
   return 0;
 }
 
@@ -129,8 +117,7 @@ void zkw_server_stop(struct zkw_server *srv) {
     uv_close((uv_handle_t *)&srv->listener, NULL);
     if (!srv->internal) {
       zkw_tls_stop();
-      zkw_admin_stop();
-      zkw_identity_stop(&srv->identity);
+      if (srv->hooks && srv->hooks->on_stop) srv->hooks->on_stop(srv->policy);
     }
     struct zkw_session *s = srv->sessions;
     while (s) {
@@ -139,17 +126,17 @@ void zkw_server_stop(struct zkw_server *srv) {
       s = next;
     }
   }
-  /* Signal handles go last, once every session is gone, so the loop ends. */
-  if (!srv->internal && srv->session_count == 0 && !uv_is_closing((uv_handle_t *)&srv->sig_term)) {
-    uv_close((uv_handle_t *)&srv->sig_term, NULL);
-    uv_close((uv_handle_t *)&srv->sig_int, NULL);
-  }
 }
 
 static uv_async_t finish_async;
+static struct {
+  void (*fn)(void *arg);
+  void *arg;
+} finish_last;
 
-static void finish_thread(void *arg) {
-  zkw_identity_finish(arg); /* blocks until the server answered closeSession */
+static void finish_thread(void *unused) {
+  (void)unused;
+  finish_last.fn(finish_last.arg); /* blocks until the server answered */
   uv_async_send(&finish_async);
 }
 
@@ -158,15 +145,17 @@ static void finish_done_cb(uv_async_t *h) {
   zkw_server_stop(&relay_srv);
 }
 
-void zkw_server_finish(struct zkw_server *srv) {
+void zkw_server_finish(struct zkw_server *srv, void (*last)(void *arg), void *arg) {
   uv_thread_t th;
+  finish_last.fn = last;
+  finish_last.arg = arg;
   if (!srv->relay || uv_async_init(srv->loop, &finish_async, finish_done_cb) != 0) {
-    zkw_identity_finish(&srv->identity);
-  } else if (uv_thread_create(&th, finish_thread, &srv->identity) != 0) {
+    last(arg);
+  } else if (uv_thread_create(&th, finish_thread, NULL) != 0) {
     uv_close((uv_handle_t *)&finish_async, NULL);
     zkw_server_stop(srv->relay);
     uv_run(srv->loop, UV_RUN_DEFAULT);
-    zkw_identity_finish(&srv->identity);
+    last(arg);
   } else {
     /* The loop serves the relay (the closeSession on its way) meanwhile. */
     uv_run(srv->loop, UV_RUN_DEFAULT);

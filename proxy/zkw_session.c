@@ -13,216 +13,21 @@
 #include <string.h>
 
 #include "zkw_codec.h"
-#include "zkw_identity.h"
 #include "zkw_inband.h"
-#include "zkw_reclaim.h"
-#include "zkw_rewrite.h"
-#include "zkw_health.h"
 #include "zkw_metrics.h"
-#include "zkw_server.h"
+#include "zkw_pair.h"
 #include "zkw_tls.h"
+#include "zkw_upstream.h"
 
-#define ZKW_HIGH_WATER (1024 * 1024)
-#define ZKW_LOW_WATER  (256 * 1024)
-/* Bound on flushing queued bytes to a side once the session is closing. */
-#define ZKW_CLOSE_FLUSH_MS 2000
-/* Smallest free space offered to a read. */
-#define ZKW_READ_MIN 4096
+/* Monotonic ns of the last byte read from an upstream server (0: never). */
+static uint64_t upstream_seen_ns;
 
-static void side_close(struct zkw_side *side);
-static void side_flush(struct zkw_side *side);
-
-static struct zkw_side *peer_of(struct zkw_side *side) {
-  struct zkw_session *s = side->s;
-  return side == &s->client ? &s->upstream : &s->client;
-}
-
-static size_t unsent(const struct zkw_side *side) {
-  return side->out.len + side->flight.len;
-}
-
-void zkw_session_maybe_free(struct zkw_session *s) {
-  if (s->phase != ZKW_PHASE_CLOSING || s->handles > 0) return;
-  struct zkw_server *srv = s->srv;
-  if (s->prev)
-    s->prev->next = s->next;
-  else
-    srv->sessions = s->next;
-  if (s->next) s->next->prev = s->prev;
-  srv->session_count--;
-  struct zkw_side *sides[2] = {&s->client, &s->upstream};
-  for (int i = 0; i < 2; i++) {
-    zkw_buf_release(&sides[i]->in);
-    zkw_buf_release(&sides[i]->out);
-    zkw_buf_release(&sides[i]->flight);
-  }
-  zkw_tls_conn_free(s->upstream.tls);
-  zkw_buf_release(&s->barrier_frame);
-  zkw_buf_release(&s->held_reply);
-  zkw_buf_release(&s->scratch);
-  zkw_pending_free(&s->pending);
-  memset(s->passwd, 0, sizeof s->passwd);
-  free(s);
-  if (srv->stopping && srv->session_count == 0) zkw_server_stop(srv);
-}
-
-static void handle_closed_cb(uv_handle_t *h) {
-  struct zkw_session *s = h->type == UV_TIMER ? h->data : ((struct zkw_side *)h->data)->s;
-  s->handles--;
-  zkw_session_maybe_free(s);
-}
-
-static void side_close(struct zkw_side *side) {
-  if (!side->open) return;
-  side->open = false;
-  side->reading = false;
-  uv_close((uv_handle_t *)&side->tcp, handle_closed_cb);
-}
-
-/* Closes a side whose output has drained (or failed) during close, and the
- * timer once both sides are closed. */
-static void closing_side_done(struct zkw_side *side) {
-  struct zkw_session *s = side->s;
-  side_close(side);
-  if (!s->client.open && !s->upstream.open && !uv_is_closing((uv_handle_t *)&s->timer))
-    uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
-}
-
-static void close_flush_timeout_cb(uv_timer_t *t) {
-  struct zkw_session *s = t->data;
-  side_close(&s->client);
-  closing_side_done(&s->upstream);
-}
-
-void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
-  if (s->phase == ZKW_PHASE_CLOSING) return;
-  if (level <= zkw_log_level) {
-    char reason[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(reason, sizeof reason, fmt, ap);
-    va_end(ap);
-    struct zkw_log_ctx ctx = zkw_session_log_ctx(s);
-    zkw_log_at(level, &ctx, "closed: %s", reason);
-  }
-  zkw_identity_on_session_closed(s); /* orphan detection; leaves the identity's lists */
-  s->phase = ZKW_PHASE_CLOSING;
-  zkw_inband_session_closed(s); /* zkwarden's own requests get a connection loss */
-  if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
-  if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
-  uv_timer_stop(&s->timer);
-  bool flushing = false;
-  struct zkw_side *up = &s->upstream;
-  if (up->tls && up->open && up->connected && zkw_tls_close_notify(up->tls, &up->out) == 0)
-    side_flush(up); /* the TLS close_notify goes out with the rest */
-  struct zkw_side *sides[2] = {&s->client, &s->upstream};
-  for (int i = 0; i < 2; i++) {
-    struct zkw_side *side = sides[i];
-    if (side->open && side->reading) uv_read_stop((uv_stream_t *)&side->tcp);
-    side->reading = false;
-    if (side->open && side->connected && unsent(side) > 0)
-      flushing = true; /* closed by write_cb */
-    else
-      side_close(side);
-  }
-  if (flushing)
-    uv_timer_start(&s->timer, close_flush_timeout_cb, ZKW_CLOSE_FLUSH_MS, 0);
-  else if (!uv_is_closing((uv_handle_t *)&s->timer))
-    uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
-}
-
-/* ---- writing ---- */
-
-static void start_reading(struct zkw_side *side);
-
-static void write_cb(uv_write_t *req, int status) {
-  struct zkw_side *side = req->data;
-  struct zkw_session *s = side->s;
-  side->writing = false;
-  zkw_buf_release(&side->flight);
-  if (status < 0) {
-    if (s->phase == ZKW_PHASE_CLOSING)
-      closing_side_done(side);
-    else {
-      s->close_class = ZKW_CLOSE_IO_ERROR;
-      zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(status));
-    }
-    return;
-  }
-  if (side->out.len) side_flush(side);
-  if (s->phase == ZKW_PHASE_CLOSING) {
-    if (!side->writing) closing_side_done(side);
-    return;
-  }
-  struct zkw_side *src = peer_of(side);
-  if (src->paused && unsent(side) < ZKW_LOW_WATER) {
-    src->paused = false;
-    start_reading(src);
-  }
-}
-
-/* Starts writing side->out if no write is in flight. */
-static void side_flush(struct zkw_side *side) {
-  if (side->writing || !side->out.len || !side->open) return;
-  side->flight = side->out;
-  side->out = (struct zkw_buf){0};
-  uv_buf_t b = uv_buf_init((char *)side->flight.data, (unsigned)side->flight.len);
-  side->wreq.data = side;
-  int rc = uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
-  if (rc) {
-    zkw_buf_release(&side->flight);
-    side->s->close_class = ZKW_CLOSE_IO_ERROR;
-    zkw_session_close(side->s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(rc));
-    return;
-  }
-  side->writing = true;
-}
-
-/* Sends n bytes to side: straight to the socket if nothing is queued, the
- * rest (or all) copied to side->out. Returns 0 or a negative error. */
-static int side_send(struct zkw_side *side, const uint8_t *p, size_t n) {
-  if (!n) return 0;
-  if (side->tls) {
-    /* Encrypted into out: uv_write then tries the socket at once. */
-    if (zkw_tls_encrypt(side->tls, p, n) != 0) return UV_EPROTO;
-    if (zkw_tls_take_output(side->tls, &side->out) != 0) return UV_ENOMEM;
-    side_flush(side);
-    return 0;
-  }
-  if (!side->writing && !side->out.len) {
-    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
-    int w = uv_try_write((uv_stream_t *)&side->tcp, &b, 1);
-    if (w > 0) {
-      p += w;
-      n -= (size_t)w;
-    } else if (w != UV_EAGAIN) {
-      return w;
-    }
-    if (!n) return 0;
-  }
-  int rc = zkw_buf_append(&side->out, p, n);
-  if (rc) return rc;
-  side_flush(side);
-  return 0;
-}
-
-/* ---- reading ---- */
-
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  struct zkw_side *side = h->data;
-  (void)suggested;
-  if (side->tls) {
-    *buf = zkw_tls_read_buf(); /* ciphertext, decrypted into in by read_cb */
-    return;
-  }
-  if (zkw_buf_reserve(&side->in, ZKW_READ_MIN) != 0) {
-    *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
-    return;
-  }
-  *buf = uv_buf_init((char *)side->in.data + side->in.len, (unsigned)(side->in.cap - side->in.len));
+uint64_t zkw_session_upstream_seen_ns(void) {
+  return upstream_seen_ns;
 }
 
 static void process(struct zkw_side *side);
+static void upstream_ready(struct zkw_session *s);
 
 /* The client gave up on a session whose upstream had gone silent with a
  * request or ping outstanding for half the session timeout (a client's read
@@ -267,7 +72,7 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
     zkw_session_close(s, ZKW_LOG_ERROR, "out of memory reading from %s", side->name);
     return rc;
   }
-  side_flush(side);
+  zkw_side_flush(side);
   return 0;
 }
 
@@ -301,31 +106,11 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (side->in.len == 0) zkw_buf_release(&side->in);
 }
 
-static void start_reading(struct zkw_side *side) {
-  if (side->reading || side->paused || !side->open || side->s->phase == ZKW_PHASE_CLOSING) return;
-  int rc = uv_read_start((uv_stream_t *)&side->tcp, alloc_cb, read_cb);
-  if (rc) {
-    zkw_session_close(side->s, ZKW_LOG_ERROR, "cannot read from %s: %s", side->name, uv_strerror(rc));
-    return;
-  }
-  side->reading = true;
-}
-
-static void stop_reading(struct zkw_side *side) {
-  if (!side->reading) return;
-  uv_read_stop((uv_stream_t *)&side->tcp);
-  side->reading = false;
-}
-
 /* ---- frames ---- */
 
-/* What happens to a frame once handled. Errors are negative codec statuses. */
-enum frame_action {
-  FRAME_FORWARD = 0, /* as it is */
-  FRAME_REPLACED,    /* s->scratch holds the frame to send instead */
-  FRAME_DROP,        /* consumed, not forwarded */
-  FRAME_HOLD,        /* not consumed: processing of this side stops here */
-};
+/* What happens to a frame once handled is a verdict (zkw_hooks.h): forward,
+ * replace (s->scratch holds the frame), drop or hold. Errors are negative
+ * codec statuses. */
 
 /* Copies a frame into a session buffer (barrier frame, withheld reply). */
 static int keep_frame(struct zkw_buf *b, const uint8_t *frame, size_t len) {
@@ -366,7 +151,7 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     s->phase = ZKW_PHASE_CONNECTING;
     s->up_handshake_ms = upstream_handshake_ms(s, body, len); /* checked by client_hello */
     uv_timer_start(&s->timer, upstream_handshake_timeout_cb, s->up_handshake_ms, 0);
-    return FRAME_FORWARD;
+    return ZKW_FORWARD;
   }
   struct zkw_request req;
   int rc = zkw_decode_request(body, len, &req);
@@ -380,54 +165,34 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     if (req.xid != ZKW_XID_PING || req.type != ZKW_OP_PING) goto reserved;
     zkw_metrics_request(req.type);
     s->pings++;
-    return FRAME_FORWARD;
+    return ZKW_FORWARD;
   }
   if (req.xid == ZKW_XID_NOTIFICATION) goto reserved;
   if (req.xid == ZKW_XID_AUTH) {
     if (req.type != ZKW_OP_AUTH) goto reserved;
     zkw_metrics_request(req.type);
     s->auths++;
-    return FRAME_FORWARD;
+    return ZKW_FORWARD;
   }
-  /* The session's first request that acts as the JobManager begins its
-   * incarnation: held until the previous one is fenced and this one recorded. */
-  if (s->hold_jm) return FRAME_HOLD;
-  if (!s->acts_as_jm && zkw_acts_as_jobmanager(&s->srv->cfg->lock_roots, &req) &&
-      zkw_identity_on_jm_request(s))
-    return FRAME_HOLD;
-  int action = FRAME_FORWARD;
-  bool lock_request = false;
-  if (s->incarnation &&
-      (req.type == ZKW_OP_CREATE || req.type == ZKW_OP_CREATE2 || req.type == ZKW_OP_MULTI)) {
-    const struct zkw_config *cfg = s->srv->cfg;
-    struct zkw_tagger t = {&cfg->lock_roots, cfg->identity, s->incarnation, s->session_id};
-    int locks = 0;
-    rc = zkw_rewrite_request(&req, &t, &s->scratch, &locks);
-    if (rc < 0) return rc;
-    if (rc == 1) action = FRAME_REPLACED;
-    lock_request = locks > 0 && req.type != ZKW_OP_MULTI;
-  } else if (s->incarnation && req.type == ZKW_OP_DELETE) {
-    lock_request = zkw_under_lock_roots(&s->srv->cfg->lock_roots, req.op.path);
+  int action = ZKW_FORWARD;
+  const struct zkw_hooks *hooks = s->srv->hooks;
+  if (hooks && hooks->on_request) {
+    action = hooks->on_request(s, &req, frame, flen, &s->scratch);
+    if (action < 0) return action;
+    if ((action & ZKW_VERDICT_MASK) == ZKW_HOLD) return ZKW_HOLD;
+    if ((action & ZKW_VERDICT_MASK) == ZKW_DROP) return ZKW_DROP;
   }
-  if (lock_request) {
-    /* While a sweep decides which locks are stale, lock requests wait. */
-    if (zkw_sweep_holding(&s->srv->identity)) {
-      zkw_buf_release(&s->scratch);
-      return FRAME_HOLD;
-    }
+  if (action & ZKW_BARRIER) {
+    action &= ZKW_VERDICT_MASK;
     s->barrier = true;
     s->barrier_replayed = false;
-    s->barrier_is_create = req.type != ZKW_OP_DELETE;
     s->barrier_xid = req.xid;
     s->barrier_op = req.type;
-    rc = action == FRAME_REPLACED ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
-                                  : keep_frame(&s->barrier_frame, frame, flen);
+    rc = action == ZKW_REPLACE ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
+                               : keep_frame(&s->barrier_frame, frame, flen);
     if (rc) return rc;
   }
   zkw_metrics_request(req.type);
-  if (req.type == ZKW_OP_GET_DATA && req.op.path.len == (int32_t)strlen(ZKW_CONFIG_NODE) &&
-      memcmp(req.op.path.p, ZKW_CONFIG_NODE, strlen(ZKW_CONFIG_NODE)) == 0)
-    s->config_xid = req.xid;
   if (req.type == ZKW_OP_CLOSE_SESSION) s->close_sent = true;
   if (zkw_pending_push(&s->pending, req.xid, req.type)) return ZKW_E_NOSPACE;
   return action;
@@ -456,28 +221,23 @@ static int on_connect_response(struct zkw_session *s, const uint8_t *body, size_
     else
       zkw_slog(s, ZKW_LOG_INFO, "session established via %s, timeout %d ms%s", s->up_name, resp.timeout,
                resp.read_only ? ", read-only" : "");
-    zkw_identity_on_connect_response(s, &resp); /* a re-attached incarnation */
+    if (s->srv->hooks && s->srv->hooks->on_connect_response) s->srv->hooks->on_connect_response(s, &resp);
   }
   s->phase = ZKW_PHASE_ACTIVE;
-  return FRAME_FORWARD;
+  return ZKW_FORWARD;
 }
 
-/* The reply to the barrier request: reclaim, or lift the barrier. */
-static int on_barrier_reply(struct zkw_session *s, const struct zkw_reply *rep, const uint8_t *frame,
-                            size_t flen) {
-  int32_t want = s->barrier_is_create ? ZKW_ZERR_NODEEXISTS : ZKW_ZERR_NOTEMPTY;
-  if (rep->err == want && !s->barrier_replayed) {
-    struct zkw_request req;
-    if (zkw_decode_request(s->barrier_frame.data + 4, s->barrier_frame.len - 4, &req) == ZKW_OK) {
-      if (keep_frame(&s->held_reply, frame, flen)) return ZKW_E_NOSPACE;
-      if (zkw_reclaim_start(s, s->barrier_is_create, req.op.path)) return FRAME_DROP;
-      zkw_buf_release(&s->held_reply);
-    }
+/* The reply to the barrier request: withheld for the policy, or the barrier
+ * is lifted. */
+static int on_barrier_reply(struct zkw_session *s, int verdict, const uint8_t *frame, size_t flen) {
+  if (verdict == ZKW_WITHHOLD) {
+    if (keep_frame(&s->held_reply, frame, flen)) return ZKW_E_NOSPACE;
+    return ZKW_DROP;
   }
   s->barrier = false;
   zkw_buf_release(&s->barrier_frame);
   s->resume_pending = true; /* the client frames behind the barrier */
-  return FRAME_FORWARD;
+  return verdict;
 }
 
 /* Handles one upstream frame (the body starts at frame + 4). */
@@ -508,7 +268,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
     }
     if (s->pending.last_owned) { /* zkwarden's own request: consumed, never forwarded */
       rc = zkw_inband_reply(s, s->pending.last_owned, body, len, op);
-      return rc < 0 ? rc : FRAME_DROP;
+      return rc < 0 ? rc : ZKW_DROP;
     }
     zkw_metrics_latency(op, s->pending.now - s->pending.last_t0);
   }
@@ -521,16 +281,14 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   }
   zkw_metrics_reply(op);
   if (op != ZKW_OP_NOTIFICATION) zkw_inband_client_reply(s, op);
-  if (xid < 0) return FRAME_FORWARD;
-  if (s->barrier && xid == s->barrier_xid && op == s->barrier_op)
-    return on_barrier_reply(s, &rep, frame, flen);
-  if (op == ZKW_OP_GET_DATA && s->config_xid == xid) {
-    s->config_xid = 0;
-    rc = zkw_rewrite_config_reply(&rep, s->srv->listen_name, &s->scratch);
-  } else {
-    rc = zkw_rewrite_untag_reply(&rep, op, &s->scratch);
-  }
-  return rc < 0 ? rc : rc == 1 ? FRAME_REPLACED : FRAME_FORWARD;
+  if (xid < 0) return ZKW_FORWARD;
+  bool at_barrier = s->barrier && xid == s->barrier_xid && op == s->barrier_op;
+  bool first = at_barrier && !s->barrier_replayed; /* not the replay's reply */
+  const struct zkw_hooks *hooks = s->srv->hooks;
+  rc = hooks && hooks->on_reply ? hooks->on_reply(s, &rep, op, first, &s->scratch) : ZKW_FORWARD;
+  if (rc < 0) return rc;
+  if (at_barrier) return on_barrier_reply(s, first ? rc : rc == ZKW_WITHHOLD ? ZKW_FORWARD : rc, frame, flen);
+  return rc == ZKW_WITHHOLD ? ZKW_FORWARD : rc;
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
   return ZKW_E_VALUE;
@@ -563,13 +321,12 @@ static void client_hello(struct zkw_session *s) {
     }
     zkw_slog(s, ZKW_LOG_DEBUG, "connect request: session 0x%llx, timeout %d ms, read-only %d",
              (unsigned long long)req.session_id, req.timeout, req.read_only);
-    /* A new incarnation may have to wait for the previous one's fence. */
-    zkw_identity_on_connect_request(s, &req);
+    if (s->srv->hooks && s->srv->hooks->on_connect_request) s->srv->hooks->on_connect_request(s, &req);
   }
   uv_timer_stop(&s->timer);
   s->upstream_started = true;
-  stop_reading(side);
-  zkw_upstream_connect(s);
+  zkw_side_stop_reading(side);
+  zkw_upstream_connect(s, upstream_ready);
 }
 
 static void handshake_timeout_cb(uv_timer_t *t) {
@@ -595,11 +352,10 @@ static void frame_bounds(const struct zkw_session *s, bool from_client, uint32_t
 static int forward_run(struct zkw_side *side, size_t from, size_t to) {
   if (to <= from) return 0;
   struct zkw_session *s = side->s;
-  struct zkw_side *peer = peer_of(side);
-  int rc = side_send(peer, side->in.data + from, to - from);
+  struct zkw_side *peer = zkw_side_peer(side);
+  int rc = zkw_side_send(peer, side->in.data + from, to - from);
   if (rc) {
-    s->close_class = ZKW_CLOSE_IO_ERROR;
-    zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", peer->name, uv_strerror(rc));
+    zkw_session_write_failed(s, peer, rc);
     return rc;
   }
   zkw_metrics_bytes(side == &s->client, to - from);
@@ -609,14 +365,11 @@ static int forward_run(struct zkw_side *side, size_t from, size_t to) {
 /* Sends s->scratch (a rewritten frame) to the peer of side. */
 static int forward_scratch(struct zkw_side *side) {
   struct zkw_session *s = side->s;
-  struct zkw_side *peer = peer_of(side);
-  int rc = side_send(peer, s->scratch.data, s->scratch.len);
+  struct zkw_side *peer = zkw_side_peer(side);
+  int rc = zkw_side_send(peer, s->scratch.data, s->scratch.len);
   zkw_metrics_bytes(side == &s->client, s->scratch.len);
   zkw_buf_release(&s->scratch);
-  if (rc) {
-    s->close_class = ZKW_CLOSE_IO_ERROR;
-    zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", peer->name, uv_strerror(rc));
-  }
+  if (rc) zkw_session_write_failed(s, peer, rc);
   return rc;
 }
 
@@ -624,20 +377,20 @@ static int forward_scratch(struct zkw_side *side) {
  * runs of unchanged frames in one write, rewritten frames in between. */
 static void process_side(struct zkw_side *side) {
   struct zkw_session *s = side->s;
-  struct zkw_side *peer = peer_of(side);
+  struct zkw_side *peer = zkw_side_peer(side);
   bool from_client = side == &s->client;
   size_t off = 0, run = 0;
 
   if (s->phase == ZKW_PHASE_CLOSING || !side->in.len) return;
   /* One timestamp per read batch: request latency and upstream liveness. */
   s->pending.now = uv_hrtime();
-  if (!from_client) zkw_health_upstream_seen(s->pending.now);
+  if (!from_client) upstream_seen_ns = s->pending.now;
   /* The client's bytes wait until the upstream connection is up. */
   if (from_client && !peer->connected) {
     if (!s->upstream_started)
       client_hello(s);
     else if (side->in.len > (size_t)s->srv->cfg->max_frame + 4)
-      stop_reading(side);
+      zkw_side_stop_reading(side);
     return;
   }
   if (s->phase == ZKW_PHASE_RAW) {
@@ -664,10 +417,10 @@ static void process_side(struct zkw_side *side) {
                           rc == ZKW_E_FRAME_LONG && n < 0 ? "negative frame length" : zkw_strerror(rc), n);
         return;
       }
-      if (rc == FRAME_HOLD) break;
-      if (rc == FRAME_REPLACED || rc == FRAME_DROP) {
+      if (rc == ZKW_HOLD) break;
+      if (rc == ZKW_REPLACE || rc == ZKW_DROP) {
         if (forward_run(side, run, off)) return;
-        if (rc == FRAME_REPLACED && forward_scratch(side)) return;
+        if (rc == ZKW_REPLACE && forward_scratch(side)) return;
         run = off + flen;
       }
       off += flen;
@@ -676,9 +429,10 @@ static void process_side(struct zkw_side *side) {
   if (s->phase == ZKW_PHASE_CLOSING) return;
   if (forward_run(side, run, off)) return;
   if (off) zkw_buf_consume(&side->in, off);
-  if (unsent(peer) > ZKW_HIGH_WATER || (from_client && s->barrier && side->in.len > ZKW_HIGH_WATER)) {
+  if (zkw_side_unsent(peer) > ZKW_HIGH_WATER ||
+      (from_client && s->barrier && side->in.len > ZKW_HIGH_WATER)) {
     side->paused = true;
-    stop_reading(side);
+    zkw_side_stop_reading(side);
   }
 }
 
@@ -694,9 +448,9 @@ static void process(struct zkw_side *side) {
   process_side(side);
   while (s->resume_pending && s->phase != ZKW_PHASE_CLOSING) {
     s->resume_pending = false;
-    if (s->client.paused && !s->barrier && unsent(&s->upstream) < ZKW_LOW_WATER) {
+    if (s->client.paused && !s->barrier && zkw_side_unsent(&s->upstream) < ZKW_LOW_WATER) {
       s->client.paused = false;
-      start_reading(&s->client);
+      zkw_side_start_reading(&s->client);
     }
     process_side(&s->client);
     if (s->upstream.connected) process_side(&s->upstream);
@@ -710,38 +464,53 @@ void zkw_session_resume(struct zkw_session *s) {
   if (!s->processing) process(&s->client);
 }
 
-void zkw_session_reclaim_done(struct zkw_session *s, bool replay) {
-  if (replay && s->barrier_frame.len) {
-    /* The replay answers the JobManager's request: same xid, same bytes. */
-    s->barrier_replayed = true;
-    zkw_buf_release(&s->held_reply);
-    if (zkw_pending_push(&s->pending, s->barrier_xid, s->barrier_op) ||
-        side_send(&s->upstream, s->barrier_frame.data, s->barrier_frame.len)) {
-      zkw_session_close(s, ZKW_LOG_WARN, "cannot replay the request after a reclaim");
-      return;
-    }
-    return; /* its reply comes through on_barrier_reply */
+int zkw_session_replay(struct zkw_session *s) {
+  if (s->phase == ZKW_PHASE_CLOSING || !s->barrier || !s->barrier_frame.len) return -1;
+  /* The replay answers the client's request: same xid, same bytes. */
+  s->barrier_replayed = true;
+  zkw_buf_release(&s->held_reply);
+  if (zkw_pending_push(&s->pending, s->barrier_xid, s->barrier_op) ||
+      zkw_side_send(&s->upstream, s->barrier_frame.data, s->barrier_frame.len)) {
+    zkw_session_close(s, ZKW_LOG_WARN, "cannot replay the request after a reclaim");
+    return -1;
   }
-  /* Not reclaimed: the JobManager gets the reply it would have had anyway. */
-  int rc = side_send(&s->client, s->held_reply.data, s->held_reply.len);
+  return 0; /* its reply comes through on_barrier_reply */
+}
+
+void zkw_session_deliver(struct zkw_session *s) {
+  if (s->phase == ZKW_PHASE_CLOSING) return;
+  int rc = zkw_side_send(&s->client, s->held_reply.data, s->held_reply.len);
   zkw_buf_release(&s->held_reply);
   zkw_buf_release(&s->barrier_frame);
   s->barrier = false;
   if (rc) {
-    s->close_class = ZKW_CLOSE_IO_ERROR;
-    zkw_session_close(s, ZKW_LOG_INFO, "write to client failed: %s", uv_strerror(rc));
+    zkw_session_write_failed(s, &s->client, rc);
     return;
   }
   zkw_session_resume(s);
 }
 
-int zkw_session_send_upstream(struct zkw_session *s, const uint8_t *frame, size_t len) {
-  return side_send(&s->upstream, frame, len);
+const uint8_t *zkw_session_barrier_request(const struct zkw_session *s, size_t *len) {
+  if (!s->barrier || s->barrier_frame.len < 4) return NULL;
+  *len = s->barrier_frame.len - 4;
+  return s->barrier_frame.data + 4;
 }
 
-void zkw_session_upstream_ready(struct zkw_session *s) {
-  start_reading(&s->upstream);
-  start_reading(&s->client);
+bool zkw_session_in_barrier(const struct zkw_session *s) {
+  return s->barrier;
+}
+
+struct zkw_session *zkw_session_first(struct zkw_server *srv) {
+  return srv->sessions;
+}
+
+struct zkw_session *zkw_session_next(struct zkw_session *s) {
+  return s->next;
+}
+
+static void upstream_ready(struct zkw_session *s) {
+  zkw_side_start_reading(&s->upstream);
+  zkw_side_start_reading(&s->client);
   if (s->client.in.len) process(&s->client);
 }
 
@@ -767,7 +536,8 @@ static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
 }
 
 void zkw_session_accept(struct zkw_server *srv) {
-  struct zkw_session *s = calloc(1, sizeof *s);
+  size_t policy = srv->hooks ? srv->hooks->session_size : 0;
+  struct zkw_session *s = calloc(1, sizeof *s + policy);
   if (!s) {
     zkw_log_error("out of memory accepting a connection");
     return;
@@ -776,6 +546,8 @@ void zkw_session_accept(struct zkw_server *srv) {
   s->conn = ++srv->next_conn;
   s->client = (struct zkw_side){.s = s, .name = "client"};
   s->upstream = (struct zkw_side){.s = s, .name = "upstream"};
+  s->on_read = read_cb;
+  s->on_closing = zkw_inband_session_closed;
   zkw_pending_init(&s->pending);
   uv_tcp_init(srv->loop, &s->client.tcp);
   s->client.tcp.data = &s->client;
@@ -810,6 +582,6 @@ void zkw_session_accept(struct zkw_server *srv) {
     s->peer[sizeof s->peer - 1] = 0;
   }
   zkw_slog(s, ZKW_LOG_DEBUG, "accepted");
-  start_reading(&s->client);
+  zkw_side_start_reading(&s->client);
   uv_timer_start(&s->timer, handshake_timeout_cb, srv->cfg->handshake_timeout_ms, 0);
 }

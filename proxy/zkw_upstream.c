@@ -15,9 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zkw_upstream.h"
+
 #include "zkw_metrics.h"
-#include "zkw_server.h"
-#include "zkw_session.h"
+#include "zkw_pair.h"
 #include "zkw_tls.h"
 
 _Static_assert(ZKW_MAX_UPSTREAMS <= 32, "zkw_session.up_suspects is a 32-bit mask");
@@ -28,11 +29,9 @@ static void tls_start(struct zkw_session *s);
 
 static void retry_close_cb(uv_handle_t *h) {
   struct zkw_session *s = ((struct zkw_side *)h->data)->s;
-  s->handles--;
-  if (s->phase == ZKW_PHASE_CLOSING) {
-    zkw_session_maybe_free(s);
-    return;
-  }
+  bool closing = s->phase == ZKW_PHASE_CLOSING;
+  zkw_session_unref(s); /* frees s only when closing */
+  if (closing) return;
   connect_next(s);
 }
 
@@ -54,11 +53,9 @@ static void attempt_failed(struct zkw_session *s, const char *what, const char *
 
 static void connect_cb(uv_connect_t *req, int status) {
   struct zkw_session *s = req->data;
-  s->handles--;
-  if (s->phase == ZKW_PHASE_CLOSING) {
-    zkw_session_maybe_free(s);
-    return;
-  }
+  bool closing = s->phase == ZKW_PHASE_CLOSING;
+  zkw_session_unref(s); /* frees s only when closing */
+  if (closing) return;
   if (status == UV_ECANCELED) return; /* closed by attempt_failed; retry_close_cb goes on */
   if (status < 0) {
     attempt_failed(s, "connect failed", uv_strerror(status));
@@ -78,7 +75,7 @@ static void connected(struct zkw_session *s) {
   s->up_last_read_ms = uv_now(s->srv->loop);
   if (s->up_tried > 1) ZKW_METRIC_INC(upstream_failovers);
   zkw_slog(s, ZKW_LOG_DEBUG, "connected to upstream %s", s->up_name);
-  zkw_session_upstream_ready(s);
+  s->up_ready(s);
 }
 
 /* ---- TLS handshake (ZKWARDEN_UPSTREAM_TLS=on), bounded by the connect
@@ -147,7 +144,7 @@ static void connect_addr(struct zkw_session *s, const struct sockaddr *addr) {
     zkw_session_close(s, ZKW_LOG_ERROR, "cannot create upstream socket: %s", uv_strerror(rc));
     return;
   }
-  s->handles++;
+  zkw_session_ref(s);
   s->upstream.open = true;
   s->upstream.tcp.data = &s->upstream;
   if (s->srv->internal) uv_unref((uv_handle_t *)&s->upstream.tcp); /* see zkw_server.h */
@@ -158,19 +155,19 @@ static void connect_addr(struct zkw_session *s, const struct sockaddr *addr) {
     attempt_failed(s, "connect failed", uv_strerror(rc));
     return;
   }
-  s->handles++;
+  zkw_session_ref(s);
   uv_timer_start(&s->timer, timeout_cb, s->srv->cfg->connect_timeout_ms, 0);
 }
 
 static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   struct zkw_session *s = req->data;
-  s->handles--;
   s->resolving = false;
   if (s->phase == ZKW_PHASE_CLOSING) {
     if (res) uv_freeaddrinfo(res);
-    zkw_session_maybe_free(s);
+    zkw_session_unref(s);
     return;
   }
+  zkw_session_unref(s); /* not closing: s stays */
   if (status < 0 || !res) {
     zkw_slog(s, ZKW_LOG_WARN, "upstream %s: cannot resolve (%s)", s->up_name, uv_strerror(status));
     ZKW_METRIC_INC(upstream_connect_failures);
@@ -227,10 +224,11 @@ static void connect_next(struct zkw_session *s) {
     return;
   }
   s->resolving = true;
-  s->handles++;
+  zkw_session_ref(s);
 }
 
-void zkw_upstream_connect(struct zkw_session *s) {
+void zkw_upstream_connect(struct zkw_session *s, void (*ready)(struct zkw_session *s)) {
+  s->up_ready = ready;
   struct zkw_server *srv = s->srv;
   uint64_t now = uv_now(srv->loop);
   s->up_first = srv->next_upstream++;
