@@ -364,7 +364,9 @@ static int render_page_reclaims(struct zkw_buf *b) {
 /* The status page; rep is the lock report, or NULL with why it is missing. */
 static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, const char *locks_why) {
   const struct zkw_config *cfg = a.srv->cfg;
+  static const struct zkw_identity none = {.disabled = true};
   const struct zkw_identity *id = zkw_sidecar_identity(a.srv);
+  if (!id) id = &none;
   char why[600], line[700];
   bool ready = zkw_server_ready(a.srv, why, sizeof why);
   TRY(zkw_text_printf(b,
@@ -422,7 +424,7 @@ static void walk_answered(void *arg, struct zkw_locks_report *rep) {
 static const char *start_walk(struct zkw_admin_http *h, bool page) {
   struct zkw_identity *id = zkw_sidecar_identity(a.srv);
   if (a.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
-  if (!id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
+  if (!id || !id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
   h->walk_page = page;
   if (zkw_locks_walk_start(id->zk, &a.srv->cfg->lock_roots, a.srv->cfg->registry_root, 0, walk_answered, h,
                            &h->walk) != 0)

@@ -76,15 +76,20 @@ static int relay_start(struct zkw_server *srv) {
   return 0;
 }
 
-int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
+void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
                      const struct zkw_hooks *hooks, void *policy) {
-  char where[80];
   memset(srv, 0, sizeof *srv);
   srv->loop = loop;
   srv->cfg = cfg;
   srv->hooks = hooks;
   srv->policy = policy;
-  format_addr(&cfg->listen, where, sizeof where);
+  format_addr(&cfg->listen, srv->listen_name, sizeof srv->listen_name);
+}
+
+int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
+                     const struct zkw_hooks *hooks, void *policy) {
+  zkw_server_init(srv, loop, cfg, hooks, policy);
+  const char *where = srv->listen_name;
 
   int rc = uv_tcp_init(loop, &srv->listener);
   if (rc) return rc;
@@ -98,7 +103,6 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   }
   char ups[1024];
   zkw_config_upstream_list(cfg, ups, sizeof ups);
-  snprintf(srv->listen_name, sizeof srv->listen_name, "%s", where);
   zkw_log_info("zkwarden %s listening on %s, upstream %s%s", ZKW_VERSION, where, ups,
                cfg->upstream_tls ? " (TLS)" : "");
   if (cfg->upstream_tls && !cfg->relay_only) {

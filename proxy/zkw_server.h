@@ -21,6 +21,9 @@
  * hooks with a NULL context. Returns 0 or a negative libuv error (logged). */
 int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
                      const struct zkw_hooks *hooks, void *policy) __attribute__((warn_unused_result));
+/* zkw_server_start's first step, without the listener (tests use it). */
+void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
+                     const struct zkw_hooks *hooks, void *policy);
 /* Stops accepting and closes every session; the loop ends once all are gone. */
 void zkw_server_stop(struct zkw_server *srv);
 /* After the loop ended: runs last(arg) (a blocking goodbye to the ensemble,

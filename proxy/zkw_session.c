@@ -535,13 +535,10 @@ static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
   snprintf(out, len, "%s:%d", ip, port);
 }
 
-void zkw_session_accept(struct zkw_server *srv) {
+struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   size_t policy = srv->hooks ? srv->hooks->session_size : 0;
   struct zkw_session *s = calloc(1, sizeof *s + policy);
-  if (!s) {
-    zkw_log_error("out of memory accepting a connection");
-    return;
-  }
+  if (!s) return NULL;
   s->srv = srv;
   s->conn = ++srv->next_conn;
   s->client = (struct zkw_side){.s = s, .name = "client"};
@@ -559,7 +556,15 @@ void zkw_session_accept(struct zkw_server *srv) {
   if (srv->sessions) srv->sessions->prev = s;
   srv->sessions = s;
   srv->session_count++;
+  return s;
+}
 
+void zkw_session_accept(struct zkw_server *srv) {
+  struct zkw_session *s = zkw_session_new(srv);
+  if (!s) {
+    zkw_log_error("out of memory accepting a connection");
+    return;
+  }
   int rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&s->client.tcp);
   if (rc) {
     zkw_session_close(s, ZKW_LOG_WARN, "accept failed: %s", uv_strerror(rc));

@@ -21,6 +21,10 @@
 
 /* Takes a new client connection from the listener. */
 void zkw_session_accept(struct zkw_server *srv);
+/* A new session on srv's list, its client handle initialised but not yet
+ * connected (zkw_session_accept's first step; tests build sessions with it).
+ * NULL when out of memory. */
+struct zkw_session *zkw_session_new(struct zkw_server *srv);
 
 /* ---- back-channel: what a policy calls ---- */
 
