@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "zkw_zk.h"
+#include "zkw_zk_result.h"
 
 #define ZKW_INBAND_XID_BASE 0x7fff0000
 

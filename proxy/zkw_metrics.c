@@ -48,10 +48,6 @@ static const char *const op_names[ZKW_OP_COUNT] = {
 #undef ZKW_X_OPNAME
 };
 
-const char *zkw_close_class_name(int c) {
-  return c >= 0 && c < ZKW_CLOSE_COUNT ? close_names[c] : close_names[ZKW_CLOSE_OTHER];
-}
-
 const char *zkw_reclaim_failure_name(int f) {
   return f >= 0 && f < ZKW_RFAIL_COUNT ? rfail_names[f] : rfail_names[ZKW_RFAIL_OTHER];
 }

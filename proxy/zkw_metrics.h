@@ -9,7 +9,6 @@
  * Counting is a plain add on the one event-loop thread, no locks, no atomics:
  *
  *   ZKW_METRIC_INC(fences);                 counters without labels
- *   ZKW_METRIC_ADD(stale_locks_swept, n);
  *   ZKW_METRIC_SET(identity_incarnation, i); gauges
  *   zkw_metrics_request(op), zkw_metrics_reply(op),
  *   zkw_metrics_latency(op, ns)              per-opcode families
@@ -203,7 +202,6 @@ struct zkw_metrics {
 extern struct zkw_metrics zkw_metrics;
 
 #define ZKW_METRIC_INC(field)    ((void)(zkw_metrics.field++))
-#define ZKW_METRIC_ADD(field, n) ((void)(zkw_metrics.field += (n)))
 #define ZKW_METRIC_SET(field, v) ((void)(zkw_metrics.field = (v)))
 
 extern const uint64_t zkw_latency_bounds_ns[ZKW_LATENCY_BOUNDS];
@@ -266,7 +264,5 @@ int zkw_metrics_render(struct zkw_buf *out) __attribute__((warn_unused_result));
 void zkw_metrics_list_markdown(FILE *out);
 /* The label value of a reclaim failure reason ("other" if out of range). */
 const char *zkw_reclaim_failure_name(int f);
-/* The label value of a close class ("other" if out of range). */
-const char *zkw_close_class_name(int c);
 
 #endif

@@ -215,9 +215,6 @@ int64_t zkw_zk_session_id(const struct zkw_zk *zk) {
 int zkw_zk_timeout(const struct zkw_zk *zk) {
   return zk->negotiated;
 }
-bool zkw_zk_has_auth(const struct zkw_zk *zk) {
-  return zk->auth != NULL;
-}
 const char *zkw_zk_error(int rc) {
   return zerror(rc);
 }

@@ -15,20 +15,10 @@
 #include <uv.h>
 #include <zookeeper/zookeeper.h>
 
+#include "zkw_zk_result.h"
+
 struct zkw_zk;
 
-struct zkw_zk_result {
-  int rc;       /* ZOK or a ZooKeeper error (ZNONODE, ...) */
-  char *data;   /* get: the node's data (NUL-terminated copy); NULL if null */
-  int data_len; /* -1 if null */
-  bool has_stat;
-  struct Stat stat; /* get, exists, set */
-  char **children;  /* get_children: names */
-  int child_count;
-  char *path; /* create: the created path */
-};
-
-typedef void (*zkw_zk_cb)(void *arg, const struct zkw_zk_result *r);
 /* Session state changes and node watch events, on the loop thread.
  * type is ZOO_SESSION_EVENT for state changes (state ZOO_CONNECTED_STATE,
  * ZOO_EXPIRED_SESSION_STATE, ...), else a node event with its path. */
@@ -59,10 +49,6 @@ int zkw_zk_set(struct zkw_zk *zk, const char *path, const char *data, int len, i
                void *arg);
 int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb, void *arg);
 int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
-
-/* The ACL nodes are created with: creator-only digest when auth was given,
- * else world. */
-bool zkw_zk_has_auth(const struct zkw_zk *zk);
 
 const char *zkw_zk_error(int rc);
 /* Log callback for libzookeeper handles (zookeeper_init2). */
