@@ -11,7 +11,7 @@
 #include "zkw_admin.h"
 #include "zkw_buf.h"
 #include "zkw_config.h"
-#include "zkw_locks.h"
+#include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"

@@ -94,8 +94,4 @@ int zkw_locks_render_html_summary(const struct zkw_locks_report *rep, struct zkw
 /* Name of the identity of a lock ("" when untagged). */
 const char *zkw_locks_identity_of(const struct zkw_locks_report *rep, const struct zkw_lock_entry *e);
 
-/* `zkwarden locks [--json] [--reclaim [--dry-run]]` (zkw_lockscli.c): argv
- * holds the arguments after `locks`. Returns the exit status. */
-int zkw_locks_cli(int argc, char **argv);
-
 #endif

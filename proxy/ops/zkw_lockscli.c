@@ -7,6 +7,8 @@
  * just before, and deleted only if it is still the same node (czxid), still
  * tagged the same way, still stale by zkw_lock_why_not_stale (this command's
  * session is the asking session), and with the version just read. */
+#include "zkw_lockscli.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
