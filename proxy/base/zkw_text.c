@@ -1,6 +1,9 @@
 /* zkw_text.c: appending formatted text, JSON strings and HTML text to a zkw_buf. */
 #include "zkw_text.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -98,4 +101,19 @@ int zkw_text_html(struct zkw_buf *b, const char *s, size_t max) {
   }
   b->len += k;
   return 0;
+}
+
+void zkw_text_sockaddr(const struct sockaddr *sa, char *out, size_t len) {
+  char ip[INET6_ADDRSTRLEN];
+  if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+    if (!inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip)) snprintf(ip, sizeof ip, "?");
+    snprintf(out, len, "[%s]:%d", ip, ntohs(a->sin6_port));
+  } else if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+    if (!inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip)) snprintf(ip, sizeof ip, "?");
+    snprintf(out, len, "%s:%d", ip, ntohs(a->sin_port));
+  } else {
+    snprintf(out, len, "?");
+  }
 }

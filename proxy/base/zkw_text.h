@@ -18,6 +18,11 @@ __attribute__((warn_unused_result));
  * or -ENOMEM. */
 int zkw_text_json_string(struct zkw_buf *b, const char *s, size_t max) __attribute__((warn_unused_result));
 
+/* Formats an IPv4 or IPv6 address and port as "ip:port" or "[ip]:port"
+ * ("?" for another family), always NUL-terminated. */
+struct sockaddr;
+void zkw_text_sockaddr(const struct sockaddr *sa, char *out, size_t len);
+
 /* Appends s as HTML text, escaping &, <, >, " and '; at most max bytes of s.
  * Returns 0 or -ENOMEM. */
 int zkw_text_html(struct zkw_buf *b, const char *s, size_t max) __attribute__((warn_unused_result));

@@ -739,17 +739,6 @@ static void on_sighup(uv_signal_t *hd, int signum) {
 
 /* ---- start and stop ---- */
 
-static void format_addr(const struct sockaddr_storage *ss, char *out, size_t len) {
-  char ip[INET6_ADDRSTRLEN] = "?";
-  if (ss->ss_family == AF_INET6) {
-    uv_ip6_name((const struct sockaddr_in6 *)ss, ip, sizeof ip);
-    snprintf(out, len, "[%s]:%d", ip, ntohs(((const struct sockaddr_in6 *)ss)->sin6_port));
-  } else {
-    uv_ip4_name((const struct sockaddr_in *)ss, ip, sizeof ip);
-    snprintf(out, len, "%s:%d", ip, ntohs(((const struct sockaddr_in *)ss)->sin_port));
-  }
-}
-
 void zkw_admin_http_setup(struct zkw_server *srv) {
   a.srv = srv;
   llhttp_settings_init(&a.settings);
@@ -766,7 +755,7 @@ void zkw_admin_http_setup(struct zkw_server *srv) {
 int zkw_admin_start(struct zkw_server *srv) {
   memset(&a, 0, sizeof a);
   zkw_admin_http_setup(srv);
-  format_addr(&srv->cfg->admin_listen, a.where, sizeof a.where);
+  zkw_text_sockaddr((const struct sockaddr *)&srv->cfg->admin_listen, a.where, sizeof a.where);
 
   int rc = uv_tcp_init(srv->loop, &a.listener);
   if (rc) return rc;

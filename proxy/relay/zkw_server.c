@@ -7,6 +7,7 @@
 #include "zkw_log.h"
 #include "zkw_pair.h"
 #include "zkw_session.h"
+#include "zkw_text.h"
 #include "zkw_tls.h"
 
 static void on_connection(uv_stream_t *listener, int status) {
@@ -17,20 +18,6 @@ static void on_connection(uv_stream_t *listener, int status) {
   }
   if (srv->stopping) return;
   zkw_session_accept(srv);
-}
-
-static void format_addr(const struct sockaddr_storage *ss, char *out, size_t len) {
-  char ip[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (ss->ss_family == AF_INET) {
-    uv_ip4_name((const struct sockaddr_in *)ss, ip, sizeof ip);
-    port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
-    snprintf(out, len, "%s:%d", ip, port);
-  } else {
-    uv_ip6_name((const struct sockaddr_in6 *)ss, ip, sizeof ip);
-    port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-    snprintf(out, len, "[%s]:%d", ip, port);
-  }
 }
 
 static struct zkw_server relay_srv;
@@ -67,7 +54,7 @@ static int relay_start(struct zkw_server *srv) {
     return rc;
   }
   uv_unref((uv_handle_t *)&r->listener); /* zkw_server_finish closes it */
-  format_addr(&bound, r->listen_name, sizeof r->listen_name);
+  zkw_text_sockaddr((const struct sockaddr *)&bound, r->listen_name, sizeof r->listen_name);
   memcpy(&relay_cfg.listen, &bound, sizeof bound);
   zkw_tls_set_route(r->listen_name);
   srv->relay = r;
@@ -83,7 +70,7 @@ void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   srv->cfg = cfg;
   srv->hooks = hooks;
   srv->policy = policy;
-  format_addr(&cfg->listen, srv->listen_name, sizeof srv->listen_name);
+  zkw_text_sockaddr((const struct sockaddr *)&cfg->listen, srv->listen_name, sizeof srv->listen_name);
 }
 
 int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,

@@ -16,6 +16,7 @@
 #include "zkw_inband.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
+#include "zkw_text.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
 
@@ -519,20 +520,10 @@ static void upstream_ready(struct zkw_session *s) {
 static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
   struct sockaddr_storage ss;
   int sl = sizeof ss;
-  char ip[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  snprintf(out, len, "?");
-  if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &sl) != 0) return;
-  if (ss.ss_family == AF_INET) {
-    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-    uv_ip4_name(a, ip, sizeof ip);
-    port = ntohs(a->sin_port);
-  } else if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-    uv_ip6_name(a, ip, sizeof ip);
-    port = ntohs(a->sin6_port);
-  }
-  snprintf(out, len, "%s:%d", ip, port);
+  if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &sl) != 0)
+    snprintf(out, len, "?");
+  else
+    zkw_text_sockaddr((const struct sockaddr *)&ss, out, len);
 }
 
 struct zkw_session *zkw_session_new(struct zkw_server *srv) {

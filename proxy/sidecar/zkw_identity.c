@@ -38,7 +38,6 @@ struct zkw_orphan {
   uv_timer_t timer;
   int64_t session_id;
   uint8_t passwd[16];
-  int32_t timeout;
   uint64_t incarnation;
   bool fencing;
 };
@@ -847,7 +846,6 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
   o->id = id;
   o->session_id = s->session_id;
   memcpy(o->passwd, s->passwd, sizeof o->passwd);
-  o->timeout = s->timeout;
   o->incarnation = zkw_sc(s)->incarnation;
   uv_timer_init(id->srv->loop, &o->timer);
   o->timer.data = o;

@@ -114,16 +114,16 @@ struct reclaim {
   int deleted;
 };
 
-static enum zkw_history_kind reclaim_kind(const struct reclaim *rc) {
-  return rc->is_create ? ZKW_HISTORY_RECLAIM_CREATE : ZKW_HISTORY_RECLAIM_DELETE;
+static enum zkw_history_kind reclaim_kind(const struct reclaim *rcl) {
+  return rcl->is_create ? ZKW_HISTORY_RECLAIM_CREATE : ZKW_HISTORY_RECLAIM_DELETE;
 }
 
-static void reclaim_finish(struct reclaim *rc, bool replay) {
-  struct zkw_session *s = rc->s;
-  for (int i = 0; i < rc->count; i++)
-    free(rc->locks[i].path);
-  free(rc->locks);
-  free(rc);
+static void reclaim_finish(struct reclaim *rcl, bool replay) {
+  struct zkw_session *s = rcl->s;
+  for (int i = 0; i < rcl->count; i++)
+    free(rcl->locks[i].path);
+  free(rcl->locks);
+  free(rcl);
   bool closing = s->phase == ZKW_PHASE_CLOSING;
   zkw_session_unref(s); /* frees s only when closing */
   if (closing) return;
@@ -132,193 +132,185 @@ static void reclaim_finish(struct reclaim *rc, bool replay) {
   if (!replay || zkw_session_replay(s) != 0) zkw_session_deliver(s);
 }
 
-struct delete_arg {
-  struct reclaim *rc;
+/* The argument of a callback about one lock of a reclaim. */
+struct lock_arg {
+  struct reclaim *rcl;
   int index;
 };
 
 static void reclaim_deleted(void *arg, const struct zkw_zk_result *r);
 
 /* One delete settled (or the sending loop ended): replay once all have. */
-static void delete_settled(struct reclaim *rc) {
-  if (--rc->pending) return;
-  if (rc->deleted) {
-    if (rc->is_create)
+static void delete_settled(struct reclaim *rcl) {
+  if (--rcl->pending) return;
+  if (rcl->deleted) {
+    if (rcl->is_create)
       ZKW_METRIC_INC(reclaims_create);
     else
       ZKW_METRIC_INC(reclaims_delete);
   }
-  reclaim_finish(rc, true);
+  reclaim_finish(rcl, true);
 }
 
-static void reclaim_decide(struct reclaim *rc) {
-  struct zkw_session *s = rc->s;
-  if (s->phase == ZKW_PHASE_CLOSING) return reclaim_finish(rc, false);
-  if (rc->blocked) {
-    zkw_slog(s, ZKW_LOG_INFO, "%s %s: not reclaimed: %s is %s", rc->is_create ? "create" : "delete", rc->path,
-             rc->blocked_path, rc->blocked);
-    return reclaim_finish(rc, false);
+static void reclaim_decide(struct reclaim *rcl) {
+  struct zkw_session *s = rcl->s;
+  if (s->phase == ZKW_PHASE_CLOSING) return reclaim_finish(rcl, false);
+  if (rcl->blocked) {
+    zkw_slog(s, ZKW_LOG_INFO, "%s %s: not reclaimed: %s is %s", rcl->is_create ? "create" : "delete",
+             rcl->path, rcl->blocked_path, rcl->blocked);
+    return reclaim_finish(rcl, false);
   }
-  if (rc->count == 0) return reclaim_finish(rc, true); /* gone meanwhile: replay */
-  rc->deleting = true;
-  rc->pending = 1; /* held by the loop below until every delete is sent */
-  for (int i = 0; i < rc->count; i++) {
-    struct delete_arg *a = malloc(sizeof *a);
+  if (rcl->count == 0) return reclaim_finish(rcl, true); /* gone meanwhile: replay */
+  rcl->deleting = true;
+  rcl->pending = 1; /* held by the loop below until every delete is sent */
+  for (int i = 0; i < rcl->count; i++) {
+    struct lock_arg *a = malloc(sizeof *a);
     if (!a) continue;
-    *a = (struct delete_arg){rc, i};
-    if (zkw_inband_delete(s, rc->locks[i].path, rc->locks[i].version, reclaim_deleted, a) == 0)
-      rc->pending++;
+    *a = (struct lock_arg){rcl, i};
+    if (zkw_inband_delete(s, rcl->locks[i].path, rcl->locks[i].version, reclaim_deleted, a) == 0)
+      rcl->pending++;
     else
       free(a);
   }
-  delete_settled(rc);
+  delete_settled(rcl);
 }
 
 static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
-  struct delete_arg *a = arg;
-  struct reclaim *rc = a->rc;
-  struct lock_check *c = &rc->locks[a->index];
+  struct lock_arg *a = arg;
+  struct reclaim *rcl = a->rcl;
+  struct lock_check *c = &rcl->locks[a->index];
   free(a);
   if (r->rc == ZOK) {
-    rc->deleted++;
-    zkw_slog(rc->s, ZKW_LOG_INFO,
+    rcl->deleted++;
+    zkw_slog(rcl->s, ZKW_LOG_INFO,
              "reclaim at %s: deleted stale lock %s (identity %s, incarnation %" PRIu64 ", session 0x%" PRIx64
              ")",
-             rc->is_create ? "create" : "delete", c->path, c->tag.identity, c->tag.incarnation,
+             rcl->is_create ? "create" : "delete", c->path, c->tag.identity, c->tag.incarnation,
              (uint64_t)c->owner);
-    zkw_history_add(reclaim_kind(rc), c->path,
-                    rc->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
+    zkw_history_add(reclaim_kind(rcl), c->path,
+                    rcl->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
                     c->tag.identity, c->tag.incarnation);
   } else {
-    step_failed(rc->s, reclaim_kind(rc), "delete the stale lock", c->path, r->rc, c);
+    step_failed(rcl->s, reclaim_kind(rcl), "delete the stale lock", c->path, r->rc, c);
   }
-  delete_settled(rc);
+  delete_settled(rcl);
 }
 
 /* The identity's current incarnation for a foreign tag. */
-struct foreign_read {
-  struct reclaim *rc;
-  int index;
-};
 
-static void check_done(struct reclaim *rc, int i, uint64_t current) {
-  struct lock_check *c = &rc->locks[i];
-  c->why = not_stale(c, rc->s->session_id, current);
+static void check_done(struct reclaim *rcl, int i, uint64_t current) {
+  struct lock_check *c = &rcl->locks[i];
+  c->why = not_stale(c, rcl->s->session_id, current);
   c->stale = c->why == NULL;
-  if (!c->stale && !rc->blocked) {
-    rc->blocked = c->why;
-    snprintf(rc->blocked_path, sizeof rc->blocked_path, "%s", c->path);
+  if (!c->stale && !rcl->blocked) {
+    rcl->blocked = c->why;
+    snprintf(rcl->blocked_path, sizeof rcl->blocked_path, "%s", c->path);
   }
-  if (--rc->pending == 0) reclaim_decide(rc);
+  if (--rcl->pending == 0) reclaim_decide(rcl);
 }
 
 static void foreign_record_read(void *arg, const struct zkw_zk_result *r) {
-  struct foreign_read *fr = arg;
-  struct reclaim *rc = fr->rc;
+  struct lock_arg *fr = arg;
+  struct reclaim *rcl = fr->rcl;
   int i = fr->index;
   free(fr);
   struct zkw_record rec;
   uint64_t current = 0;
   if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) current = rec.incarnation;
   if (r->rc != ZOK && r->rc != ZNONODE)
-    step_failed(rc->s, reclaim_kind(rc), "read the registry record of the identity of", rc->locks[i].path,
-                r->rc, &rc->locks[i]);
+    step_failed(rcl->s, reclaim_kind(rcl), "read the registry record of the identity of", rcl->locks[i].path,
+                r->rc, &rcl->locks[i]);
   memset(&rec, 0, sizeof rec);
-  check_done(rc, i, current);
+  check_done(rcl, i, current);
 }
 
-static void lock_read(struct reclaim *rc, int i, const struct zkw_zk_result *r) {
-  struct lock_check *c = &rc->locks[i];
+static void lock_read(struct reclaim *rcl, int i, const struct zkw_zk_result *r) {
+  struct lock_check *c = &rcl->locks[i];
   if (r->rc == ZNONODE) { /* gone meanwhile: nothing to delete */
     free(c->path);
     c->path = NULL;
-    if (--rc->pending == 0) {
+    if (--rcl->pending == 0) {
       /* Drop the vanished entries. */
       int n = 0;
-      for (int k = 0; k < rc->count; k++)
-        if (rc->locks[k].path) rc->locks[n++] = rc->locks[k];
-      rc->count = n;
-      reclaim_decide(rc);
+      for (int k = 0; k < rcl->count; k++)
+        if (rcl->locks[k].path) rcl->locks[n++] = rcl->locks[k];
+      rcl->count = n;
+      reclaim_decide(rcl);
     }
     return;
   }
   if (r->rc != ZOK) {
     c->why = "unreadable";
-    step_failed(rc->s, reclaim_kind(rc), "read the lock", c->path, r->rc, NULL);
-    if (!rc->blocked) {
-      rc->blocked = "unreadable by the JobManager's session";
-      snprintf(rc->blocked_path, sizeof rc->blocked_path, "%s", c->path);
+    step_failed(rcl->s, reclaim_kind(rcl), "read the lock", c->path, r->rc, NULL);
+    if (!rcl->blocked) {
+      rcl->blocked = "unreadable by the JobManager's session";
+      snprintf(rcl->blocked_path, sizeof rcl->blocked_path, "%s", c->path);
     }
-    if (--rc->pending == 0) reclaim_decide(rc);
+    if (--rcl->pending == 0) reclaim_decide(rcl);
     return;
   }
   fill_check(c, r);
-  struct zkw_identity *id = rc->id;
-  if (!c->tagged || strcmp(c->tag.identity, rc->s->srv->cfg->identity) == 0)
-    return check_done(rc, i, zkw_identity_current(id));
+  struct zkw_identity *id = rcl->id;
+  if (!c->tagged || strcmp(c->tag.identity, rcl->s->srv->cfg->identity) == 0)
+    return check_done(rcl, i, zkw_identity_current(id));
   /* Another identity's lock: its own record says whether it moved on. */
   char node[600];
   snprintf(node, sizeof node, "%s/%s", id->root_identities, c->tag.identity);
-  struct foreign_read *fr = malloc(sizeof *fr);
+  struct lock_arg *fr = malloc(sizeof *fr);
   if (!fr || zkw_zk_get(id->zk, node, false, foreign_record_read, fr) != ZOK) {
     free(fr);
-    return check_done(rc, i, 0);
+    return check_done(rcl, i, 0);
   }
-  fr->rc = rc;
+  fr->rcl = rcl;
   fr->index = i;
 }
 
-struct lock_read_arg {
-  struct reclaim *rc;
-  int index;
-};
-
 static void lock_read_cb(void *arg, const struct zkw_zk_result *r) {
-  struct lock_read_arg *a = arg;
-  struct reclaim *rc = a->rc;
+  struct lock_arg *a = arg;
+  struct reclaim *rcl = a->rcl;
   int i = a->index;
   free(a);
-  lock_read(rc, i, r);
+  lock_read(rcl, i, r);
 }
 
 /* Reads every lock (a read that cannot be sent fails as a connection loss). */
-static void read_locks(struct reclaim *rc) {
-  if (rc->count == 0) return reclaim_decide(rc);
-  rc->pending = rc->count;
-  for (int i = 0; i < rc->count; i++) {
-    struct lock_read_arg *a = malloc(sizeof *a);
-    if (a) *a = (struct lock_read_arg){rc, i};
-    if (!a || zkw_inband_get(rc->s, rc->locks[i].path, lock_read_cb, a) != 0) {
+static void read_locks(struct reclaim *rcl) {
+  if (rcl->count == 0) return reclaim_decide(rcl);
+  rcl->pending = rcl->count;
+  for (int i = 0; i < rcl->count; i++) {
+    struct lock_arg *a = malloc(sizeof *a);
+    if (a) *a = (struct lock_arg){rcl, i};
+    if (!a || zkw_inband_get(rcl->s, rcl->locks[i].path, lock_read_cb, a) != 0) {
       free(a);
       struct zkw_zk_result fake = {.rc = ZCONNECTIONLOSS};
-      lock_read(rc, i, &fake);
+      lock_read(rcl, i, &fake);
     }
   }
 }
 
 static void children_read(void *arg, const struct zkw_zk_result *r) {
-  struct reclaim *rc = arg;
-  if (r->rc == ZNONODE) return reclaim_finish(rc, true); /* the parent is gone: replay */
+  struct reclaim *rcl = arg;
+  if (r->rc == ZNONODE) return reclaim_finish(rcl, true); /* the parent is gone: replay */
   if (r->rc != ZOK) {
-    step_failed(rc->s, reclaim_kind(rc), "list the locks under", rc->path, r->rc, NULL);
-    return reclaim_finish(rc, false);
+    step_failed(rcl->s, reclaim_kind(rcl), "list the locks under", rcl->path, r->rc, NULL);
+    return reclaim_finish(rcl, false);
   }
-  rc->locks = calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rc->locks);
-  if (!rc->locks) return reclaim_finish(rc, false);
+  rcl->locks = calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rcl->locks);
+  if (!rcl->locks) return reclaim_finish(rcl, false);
   for (int i = 0; i < r->child_count; i++) {
     const char *name = r->children[i];
     if (!zkw_is_uuid((const uint8_t *)name, strlen(name))) {
-      rc->blocked = "not a lock (its name is not a UUID)";
-      snprintf(rc->blocked_path, sizeof rc->blocked_path, "%.700s/%.200s", rc->path, name);
-      return reclaim_decide(rc);
+      rcl->blocked = "not a lock (its name is not a UUID)";
+      snprintf(rcl->blocked_path, sizeof rcl->blocked_path, "%.700s/%.200s", rcl->path, name);
+      return reclaim_decide(rcl);
     }
-    size_t n = strlen(rc->path) + strlen(name) + 2;
-    rc->locks[i].path = malloc(n);
-    if (!rc->locks[i].path) return reclaim_finish(rc, false);
-    snprintf(rc->locks[i].path, n, "%s/%s", rc->path, name);
-    rc->count = i + 1;
+    size_t n = strlen(rcl->path) + strlen(name) + 2;
+    rcl->locks[i].path = malloc(n);
+    if (!rcl->locks[i].path) return reclaim_finish(rcl, false);
+    snprintf(rcl->locks[i].path, n, "%s/%s", rcl->path, name);
+    rcl->count = i + 1;
   }
-  read_locks(rc);
+  read_locks(rcl);
 }
 
 bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes path) {
@@ -326,34 +318,34 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
   if (!zkw_sc(s)->incarnation || zkw_sc(s)->incarnation != zkw_identity_current(id) || path.len <= 0 ||
       (size_t)path.len >= sizeof((struct reclaim *)0)->path)
     return false;
-  struct reclaim *rc = calloc(1, sizeof *rc);
-  if (!rc) return false;
-  rc->s = s;
-  rc->id = id;
-  rc->is_create = is_create;
-  memcpy(rc->path, path.p, (size_t)path.len);
-  rc->path[path.len] = 0;
+  struct reclaim *rcl = calloc(1, sizeof *rcl);
+  if (!rcl) return false;
+  rcl->s = s;
+  rcl->id = id;
+  rcl->is_create = is_create;
+  memcpy(rcl->path, path.p, (size_t)path.len);
+  rcl->path[path.len] = 0;
   /* On the JobManager's own connection: no sync needed, it sees its writes. */
   if (!is_create) {
-    if (zkw_inband_children(s, rc->path, children_read, rc) != 0) {
-      free(rc);
+    if (zkw_inband_children(s, rcl->path, children_read, rcl) != 0) {
+      free(rcl);
       return false;
     }
     zkw_session_ref(s);
     return true;
   }
-  rc->locks = calloc(1, sizeof *rc->locks);
-  struct lock_read_arg *a = malloc(sizeof *a);
-  if (!rc->locks || !a || !(rc->locks[0].path = strdup(rc->path)) ||
-      zkw_inband_get(s, rc->path, lock_read_cb, a) != 0) {
-    if (rc->locks) free(rc->locks[0].path);
-    free(rc->locks);
+  rcl->locks = calloc(1, sizeof *rcl->locks);
+  struct lock_arg *a = malloc(sizeof *a);
+  if (!rcl->locks || !a || !(rcl->locks[0].path = strdup(rcl->path)) ||
+      zkw_inband_get(s, rcl->path, lock_read_cb, a) != 0) {
+    if (rcl->locks) free(rcl->locks[0].path);
+    free(rcl->locks);
     free(a);
-    free(rc);
+    free(rcl);
     return false;
   }
-  *a = (struct lock_read_arg){rc, 0};
-  rc->count = rc->pending = 1;
+  *a = (struct lock_arg){rcl, 0};
+  rcl->count = rcl->pending = 1;
   zkw_session_ref(s);
   return true;
 }
