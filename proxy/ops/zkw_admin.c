@@ -54,7 +54,7 @@ static struct {
   llhttp_settings_t settings;
   char readbuf[64 * 1024];
   char where[80];
-} a;
+} endpoint;
 
 /* ---- closing ---- */
 
@@ -64,9 +64,9 @@ static void conn_closed_cb(uv_handle_t *hd) {
   if (c->prev)
     c->prev->next = c->next;
   else
-    a.conns = c->next;
+    endpoint.conns = c->next;
   if (c->next) c->next->prev = c->prev;
-  a.nconns--;
+  endpoint.nconns--;
   zkw_admin_http_release(&c->http);
   zkw_buf_release(&c->flight);
   free(c);
@@ -186,23 +186,23 @@ static const char *status_text(int status) {
   }
 }
 
-/* Queues a response whose body is in a.scratch, then empties the scratch. If
+/* Queues a response whose body is in endpoint.scratch, then empties the scratch. If
  * last, the connection is closed once it is written. */
 static void respond(struct zkw_admin_http *h, int status, const char *ctype, const char *extra, bool last) {
   char head[512];
   int hl = snprintf(head, sizeof head,
                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
                     "%s%s\r\n",
-                    status, status_text(status), ctype, a.scratch.len, extra ? extra : "",
+                    status, status_text(status), ctype, endpoint.scratch.len, extra ? extra : "",
                     last ? "Connection: close\r\n" : "");
   ZKW_METRIC_INC(admin_requests);
   /* A HEAD request (answered 405) gets the head only, as HTTP requires. */
   bool head_only = h->parser.method == HTTP_HEAD;
-  size_t blen = head_only ? 0 : a.scratch.len;
+  size_t blen = head_only ? 0 : endpoint.scratch.len;
   int rc = zkw_buf_append(&h->out, head, (size_t)hl);
-  if (!rc && blen) rc = zkw_buf_append(&h->out, a.scratch.data, blen);
-  a.scratch.len = 0;
-  if (a.scratch.cap > ADMIN_SCRATCH_KEEP) zkw_buf_release(&a.scratch);
+  if (!rc && blen) rc = zkw_buf_append(&h->out, endpoint.scratch.data, blen);
+  endpoint.scratch.len = 0;
+  if (endpoint.scratch.cap > ADMIN_SCRATCH_KEEP) zkw_buf_release(&endpoint.scratch);
   if (rc) {
     h->failed = true;
     return;
@@ -214,8 +214,8 @@ static void respond(struct zkw_admin_http *h, int status, const char *ctype, con
 /* A text/plain response of one line. */
 static void respond_line(struct zkw_admin_http *h, int status, const char *extra, bool last,
                          const char *line) {
-  a.scratch.len = 0;
-  if (zkw_text_printf(&a.scratch, "%s\n", line) != 0) {
+  endpoint.scratch.len = 0;
+  if (zkw_text_printf(&endpoint.scratch, "%s\n", line) != 0) {
     h->failed = true;
     return;
   }
@@ -248,18 +248,18 @@ static uint32_t outstanding(const struct zkw_session *s) {
 /* Fills the gauges that are computed from the live sessions. */
 static void refresh_gauges(void) {
   int64_t active = 0, plain = 0, out = 0;
-  for (const struct zkw_session *s = zkw_session_first(a.srv); s;
+  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
        s = zkw_session_next((struct zkw_session *)s)) {
     if (s->phase == ZKW_PHASE_ACTIVE) active++;
     if (s->phase == ZKW_PHASE_ACTIVE && !zkw_sidecar_incarnation(s)) plain++;
     out += outstanding(s);
   }
-  ZKW_METRIC_SET(connections_active, (int64_t)a.srv->session_count);
+  ZKW_METRIC_SET(connections_active, (int64_t)endpoint.srv->session_count);
   ZKW_METRIC_SET(sessions_active, active);
   ZKW_METRIC_SET(plain_client_sessions, plain);
   ZKW_METRIC_SET(outstanding_requests, out);
   char why[8];
-  ZKW_METRIC_SET(ready, zkw_server_ready(a.srv, why, sizeof why) ? 1 : 0);
+  ZKW_METRIC_SET(ready, zkw_server_ready(endpoint.srv, why, sizeof why) ? 1 : 0);
 }
 
 #define TRY(expr)                                                                                            \
@@ -269,9 +269,9 @@ static void refresh_gauges(void) {
 
 /* The session list. The session password is never part of it. */
 static int render_sessions(struct zkw_buf *b) {
-  TRY(zkw_text_printf(b, "{\"count\":%llu,\"sessions\":[", (unsigned long long)a.srv->session_count));
+  TRY(zkw_text_printf(b, "{\"count\":%llu,\"sessions\":[", (unsigned long long)endpoint.srv->session_count));
   bool first = true;
-  for (const struct zkw_session *s = zkw_session_first(a.srv); s;
+  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
        s = zkw_session_next((struct zkw_session *)s)) {
     TRY(zkw_text_printf(b, "%s{\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":", first ? "" : ",",
                         (unsigned long long)s->conn, (unsigned long long)s->session_id));
@@ -317,8 +317,8 @@ static int render_page_sessions(struct zkw_buf *b) {
       b,
       "<h2>Sessions (%llu)</h2>\n<table><tr><th>conn</th><th>session</th><th>role</th>"
       "<th>peer</th><th>upstream</th><th>phase</th><th>timeout ms</th><th>outstanding</th></tr>\n",
-      (unsigned long long)a.srv->session_count));
-  for (const struct zkw_session *s = zkw_session_first(a.srv); s;
+      (unsigned long long)endpoint.srv->session_count));
+  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
        s = zkw_session_next((struct zkw_session *)s)) {
     char role[40] = "plain client";
     if (zkw_sidecar_incarnation(s))
@@ -363,12 +363,12 @@ static int render_page_reclaims(struct zkw_buf *b) {
 
 /* The status page; rep is the lock report, or NULL with why it is missing. */
 static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, const char *locks_why) {
-  const struct zkw_config *cfg = a.srv->cfg;
+  const struct zkw_config *cfg = endpoint.srv->cfg;
   static const struct zkw_identity none = {.disabled = true};
-  const struct zkw_identity *id = zkw_sidecar_identity(a.srv);
+  const struct zkw_identity *id = zkw_sidecar_identity(endpoint.srv);
   if (!id) id = &none;
   char why[600], line[700];
-  bool ready = zkw_server_ready(a.srv, why, sizeof why);
+  bool ready = zkw_server_ready(endpoint.srv, why, sizeof why);
   TRY(zkw_text_printf(b,
                       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>zkwarden "));
   HTML(b, cfg->identity, sizeof cfg->identity);
@@ -413,8 +413,9 @@ static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, co
 static void walk_answered(void *arg, struct zkw_locks_report *rep) {
   struct zkw_admin_http *h = arg;
   h->walk = NULL;
-  a.scratch.len = 0;
-  int rc = h->walk_page ? render_page(&a.scratch, rep, NULL) : zkw_locks_render_json(rep, &a.scratch);
+  endpoint.scratch.len = 0;
+  int rc = h->walk_page ? render_page(&endpoint.scratch, rep, NULL)
+                        : zkw_locks_render_json(rep, &endpoint.scratch);
   zkw_locks_report_free(rep);
   if (rc) return respond_line(h, 500, NULL, true, "out of memory");
   respond(h, 200, h->walk_page ? "text/html; charset=utf-8" : "application/json", NULL, true);
@@ -422,12 +423,12 @@ static void walk_answered(void *arg, struct zkw_locks_report *rep) {
 
 /* Starts the lock walk that answers h. Returns NULL, or why none can run. */
 static const char *start_walk(struct zkw_admin_http *h, bool page) {
-  struct zkw_identity *id = zkw_sidecar_identity(a.srv);
-  if (a.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
+  struct zkw_identity *id = zkw_sidecar_identity(endpoint.srv);
+  if (endpoint.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
   if (!id || !id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
   h->walk_page = page;
-  if (zkw_locks_walk_start(id->zk, &a.srv->cfg->lock_roots, a.srv->cfg->registry_root, 0, walk_answered, h,
-                           &h->walk) != 0)
+  if (zkw_locks_walk_start(id->zk, &endpoint.srv->cfg->lock_roots, endpoint.srv->cfg->registry_root, 0,
+                           walk_answered, h, &h->walk) != 0)
     return "the registry session refused the reads";
   return NULL;
 }
@@ -463,29 +464,29 @@ static void serve(struct zkw_admin_http *c, bool last) {
     respond_line(c, 405, "Allow: GET\r\n", last, "method not allowed; use GET");
     return;
   }
-  a.scratch.len = 0;
+  endpoint.scratch.len = 0;
   switch (route) {
   case HEALTHZ:
     respond_line(c, 200, NULL, last, "ok");
     return;
   case READYZ: {
     char why[600], line[640];
-    bool ok = zkw_server_ready(a.srv, why, sizeof why);
+    bool ok = zkw_server_ready(endpoint.srv, why, sizeof why);
     snprintf(line, sizeof line, "%s%s", ok ? "" : "not ready: ", why);
     respond_line(c, ok ? 200 : 503, NULL, last, line);
     return;
   }
   case METRICS:
     refresh_gauges();
-    if (zkw_metrics_render(&a.scratch) != 0) break;
+    if (zkw_metrics_render(&endpoint.scratch) != 0) break;
     respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, last);
     return;
   case SESSIONS:
-    if (render_sessions(&a.scratch) != 0) break;
+    if (render_sessions(&endpoint.scratch) != 0) break;
     respond(c, 200, "application/json", NULL, last);
     return;
   case RECLAIMS:
-    if (zkw_history_render_json(&a.scratch, ZKW_HISTORY_SIZE) != 0) break;
+    if (zkw_history_render_json(&endpoint.scratch, ZKW_HISTORY_SIZE) != 0) break;
     respond(c, 200, "application/json", NULL, last);
     return;
   case LOCKS:
@@ -498,7 +499,7 @@ static void serve(struct zkw_admin_http *c, bool last) {
       respond_line(c, 503, NULL, last, line);
       return;
     }
-    if (render_page(&a.scratch, NULL, why) != 0) break;
+    if (render_page(&endpoint.scratch, NULL, why) != 0) break;
     respond(c, 200, "text/html; charset=utf-8", NULL, last);
     return;
   }
@@ -574,15 +575,15 @@ static int on_message_complete(llhttp_t *p) {
    * then the connection closes. So does one that asks for an Upgrade or a
    * CONNECT tunnel: neither is offered, and what follows the request on the
    * connection is not HTTP/1.1 to parse (llhttp stops there). */
-  bool last =
-      !llhttp_should_keep_alive(p) || p->upgrade || c->out.len + c->held > ZKW_ADMIN_OUT_MAX || a.stopping;
+  bool last = !llhttp_should_keep_alive(p) || p->upgrade || c->out.len + c->held > ZKW_ADMIN_OUT_MAX ||
+              endpoint.stopping;
   serve(c, last);
   return c->done || c->failed || c->walk ? HPE_PAUSED : 0;
 }
 
 void zkw_admin_http_init(struct zkw_admin_http *h) {
   memset(h, 0, sizeof *h);
-  llhttp_init(&h->parser, HTTP_REQUEST, &a.settings);
+  llhttp_init(&h->parser, HTTP_REQUEST, &endpoint.settings);
   h->parser.data = h;
 }
 
@@ -635,7 +636,7 @@ static void request_timeout_cb(uv_timer_t *t) {
 
 static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
   (void)hd, (void)suggested;
-  *buf = uv_buf_init(a.readbuf, sizeof a.readbuf);
+  *buf = uv_buf_init(endpoint.readbuf, sizeof endpoint.readbuf);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
@@ -674,7 +675,7 @@ static void refuse_connection(uv_stream_t *listener) {
                              "Content-Length: 27\r\nConnection: close\r\n\r\ntoo many admin connections\n";
   uv_tcp_t *t = malloc(sizeof *t);
   if (!t) return;
-  if (uv_tcp_init(a.srv->loop, t) != 0) {
+  if (uv_tcp_init(endpoint.srv->loop, t) != 0) {
     free(t);
     return;
   }
@@ -691,8 +692,8 @@ static void on_connection(uv_stream_t *listener, int status) {
     zkw_log_warn("admin accept: %s", uv_strerror(status));
     return;
   }
-  if (a.stopping) return;
-  if (a.nconns >= ZKW_ADMIN_MAX_CONNS) {
+  if (endpoint.stopping) return;
+  if (endpoint.nconns >= ZKW_ADMIN_MAX_CONNS) {
     refuse_connection(listener);
     return;
   }
@@ -701,18 +702,18 @@ static void on_connection(uv_stream_t *listener, int status) {
     zkw_log_error("admin: out of memory accepting a connection");
     return;
   }
-  if (uv_tcp_init(a.srv->loop, &c->tcp) != 0) {
+  if (uv_tcp_init(endpoint.srv->loop, &c->tcp) != 0) {
     free(c);
     return;
   }
   c->tcp.data = c;
-  uv_timer_init(a.srv->loop, &c->timer);
+  uv_timer_init(endpoint.srv->loop, &c->timer);
   c->timer.data = c;
   c->handles = 2;
-  c->next = a.conns;
-  if (a.conns) a.conns->prev = c;
-  a.conns = c;
-  a.nconns++;
+  c->next = endpoint.conns;
+  if (endpoint.conns) endpoint.conns->prev = c;
+  endpoint.conns = c;
+  endpoint.nconns++;
   zkw_admin_http_init(&c->http);
   c->http.flush = conn_flush_hook;
   c->http.data = c;
@@ -740,60 +741,60 @@ static void on_sighup(uv_signal_t *hd, int signum) {
 /* ---- start and stop ---- */
 
 void zkw_admin_http_setup(struct zkw_server *srv) {
-  a.srv = srv;
-  llhttp_settings_init(&a.settings);
-  a.settings.on_message_begin = on_message_begin;
-  a.settings.on_url = on_url;
-  a.settings.on_header_field = on_head_data;
-  a.settings.on_header_value = on_head_data;
-  a.settings.on_header_value_complete = on_header_value_complete;
-  a.settings.on_headers_complete = on_headers_complete;
-  a.settings.on_body = on_body;
-  a.settings.on_message_complete = on_message_complete;
+  endpoint.srv = srv;
+  llhttp_settings_init(&endpoint.settings);
+  endpoint.settings.on_message_begin = on_message_begin;
+  endpoint.settings.on_url = on_url;
+  endpoint.settings.on_header_field = on_head_data;
+  endpoint.settings.on_header_value = on_head_data;
+  endpoint.settings.on_header_value_complete = on_header_value_complete;
+  endpoint.settings.on_headers_complete = on_headers_complete;
+  endpoint.settings.on_body = on_body;
+  endpoint.settings.on_message_complete = on_message_complete;
 }
 
 int zkw_admin_start(struct zkw_server *srv) {
-  memset(&a, 0, sizeof a);
+  memset(&endpoint, 0, sizeof endpoint);
   zkw_admin_http_setup(srv);
-  zkw_text_sockaddr((const struct sockaddr *)&srv->cfg->admin_listen, a.where, sizeof a.where);
+  zkw_text_sockaddr((const struct sockaddr *)&srv->cfg->admin_listen, endpoint.where, sizeof endpoint.where);
 
-  int rc = uv_tcp_init(srv->loop, &a.listener);
+  int rc = uv_tcp_init(srv->loop, &endpoint.listener);
   if (rc) return rc;
-  rc = uv_tcp_bind(&a.listener, (const struct sockaddr *)&srv->cfg->admin_listen, 0);
-  if (!rc) rc = uv_listen((uv_stream_t *)&a.listener, 128, on_connection);
+  rc = uv_tcp_bind(&endpoint.listener, (const struct sockaddr *)&srv->cfg->admin_listen, 0);
+  if (!rc) rc = uv_listen((uv_stream_t *)&endpoint.listener, 128, on_connection);
   if (rc) {
-    zkw_log_error("cannot listen on %s (ZKWARDEN_ADMIN_LISTEN): %s", a.where, uv_strerror(rc));
-    uv_close((uv_handle_t *)&a.listener, NULL);
+    zkw_log_error("cannot listen on %s (ZKWARDEN_ADMIN_LISTEN): %s", endpoint.where, uv_strerror(rc));
+    uv_close((uv_handle_t *)&endpoint.listener, NULL);
     return rc;
   }
-  rc = uv_signal_init(srv->loop, &a.sig_hup);
+  rc = uv_signal_init(srv->loop, &endpoint.sig_hup);
   if (rc) {
     zkw_log_error("cannot start the admin endpoint: %s", uv_strerror(rc));
-    uv_close((uv_handle_t *)&a.listener, NULL);
+    uv_close((uv_handle_t *)&endpoint.listener, NULL);
     return rc;
   }
-  rc = uv_signal_start(&a.sig_hup, on_sighup, SIGHUP);
+  rc = uv_signal_start(&endpoint.sig_hup, on_sighup, SIGHUP);
   if (!rc) rc = zkw_health_start(srv);
   if (rc) {
     zkw_log_error("cannot start the admin endpoint: %s", uv_strerror(rc));
-    uv_close((uv_handle_t *)&a.listener, NULL);
-    uv_close((uv_handle_t *)&a.sig_hup, NULL);
+    uv_close((uv_handle_t *)&endpoint.listener, NULL);
+    uv_close((uv_handle_t *)&endpoint.sig_hup, NULL);
     return rc;
   }
-  a.started = true;
+  endpoint.started = true;
   zkw_log_info(
       "admin endpoint on http://%s (/ /healthz /readyz /metrics /v1/sessions /v1/reclaims /v1/locks)",
-      a.where);
+      endpoint.where);
   return 0;
 }
 
 void zkw_admin_stop(void) {
-  if (!a.started || a.stopping) return;
-  a.stopping = true;
-  uv_close((uv_handle_t *)&a.listener, NULL);
-  uv_close((uv_handle_t *)&a.sig_hup, NULL);
+  if (!endpoint.started || endpoint.stopping) return;
+  endpoint.stopping = true;
+  uv_close((uv_handle_t *)&endpoint.listener, NULL);
+  uv_close((uv_handle_t *)&endpoint.sig_hup, NULL);
   zkw_health_stop();
-  for (struct admin_conn *c = a.conns; c; c = c->next)
+  for (struct admin_conn *c = endpoint.conns; c; c = c->next)
     conn_close_now(c);
-  zkw_buf_release(&a.scratch);
+  zkw_buf_release(&endpoint.scratch);
 }

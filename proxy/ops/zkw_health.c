@@ -51,7 +51,7 @@ static struct {
   bool ok;
   char why[600];
   char failures[512]; /* reasons gathered during the current probe */
-} h;
+} health;
 
 static void attempt(void);
 static void schedule(uint64_t ms);
@@ -73,11 +73,11 @@ static bool passive_fresh(uint64_t now) {
 }
 
 static void set_result(bool ok, const char *why) {
-  bool was = h.ok, had = h.probed;
-  h.probed = true;
-  h.probed_ns = uv_hrtime();
-  h.ok = ok;
-  snprintf(h.why, sizeof h.why, "%s", ok ? "" : why);
+  bool was = health.ok, had = health.probed;
+  health.probed = true;
+  health.probed_ns = uv_hrtime();
+  health.ok = ok;
+  snprintf(health.why, sizeof health.why, "%s", ok ? "" : why);
   ZKW_METRIC_SET(upstream_reachable, ok ? 1 : 0);
   if (had && was != ok) {
     if (ok)
@@ -89,61 +89,61 @@ static void set_result(bool ok, const char *why) {
 
 /* Ends the probe with its overall result and waits for the next tick. */
 static void probe_done(bool ok) {
-  char why[sizeof h.why];
-  snprintf(why, sizeof why, "no upstream server reachable: %s", h.failures);
+  char why[sizeof health.why];
+  snprintf(why, sizeof why, "no upstream server reachable: %s", health.failures);
   set_result(ok, why);
-  h.state = IDLE;
+  health.state = IDLE;
   schedule(ZKW_HEALTH_INTERVAL_MS);
 }
 
 static void note_failure(const char *what) {
-  size_t n = strlen(h.failures);
-  snprintf(h.failures + n, sizeof h.failures - n, "%s%s %s", n ? "; " : "", h.name, what);
+  size_t n = strlen(health.failures);
+  snprintf(health.failures + n, sizeof health.failures - n, "%s%s %s", n ? "; " : "", health.name, what);
 }
 
 static void closed_cb(uv_handle_t *hd) {
   (void)hd;
-  h.handles--;
-  if (h.stopping) return;
+  health.handles--;
+  if (health.stopping) return;
   /* The attempt is over: the end of the probe, or the next server. */
-  h.state = IDLE;
-  if (h.success) {
+  health.state = IDLE;
+  if (health.success) {
     probe_done(true);
     return;
   }
-  h.idx++;
+  health.idx++;
   attempt();
 }
 
 static void drop_tls(void) {
-  zkw_tls_conn_free(h.tls);
-  h.tls = NULL;
-  zkw_buf_release(&h.plain);
+  zkw_tls_conn_free(health.tls);
+  health.tls = NULL;
+  zkw_buf_release(&health.plain);
 }
 
 /* Ends the current attempt: closes its socket, then goes on in closed_cb. */
 static void attempt_over(const char *failure) {
-  uv_timer_stop(&h.timer);
+  uv_timer_stop(&health.timer);
   if (failure) note_failure(failure);
-  if (h.tls && h.state == HANDSHAKING) ZKW_METRIC_INC(tls_handshake_failures);
+  if (health.tls && health.state == HANDSHAKING) ZKW_METRIC_INC(tls_handshake_failures);
   drop_tls();
-  h.state = CLOSING;
-  if (h.tcp_open) {
-    h.tcp_open = false;
-    uv_close((uv_handle_t *)&h.tcp, closed_cb);
+  health.state = CLOSING;
+  if (health.tcp_open) {
+    health.tcp_open = false;
+    uv_close((uv_handle_t *)&health.tcp, closed_cb);
   } else {
-    h.handles++;
+    health.handles++;
     closed_cb(NULL);
   }
 }
 
 /* Judges the server's answer to srvr. Returns NULL if it is serving. */
 static const char *judge(void) {
-  h.answer[h.answer_len] = 0;
-  if (strstr(h.answer, "not currently serving requests")) return "is not serving requests (no quorum?)";
-  if (strstr(h.answer, "Mode:")) return NULL;
-  if (strstr(h.answer, "not in the whitelist") || strstr(h.answer, "not executed")) return NULL;
-  if (h.answer_len == 0) return "closed without answering srvr";
+  health.answer[health.answer_len] = 0;
+  if (strstr(health.answer, "not currently serving requests")) return "is not serving requests (no quorum?)";
+  if (strstr(health.answer, "Mode:")) return NULL;
+  if (strstr(health.answer, "not in the whitelist") || strstr(health.answer, "not executed")) return NULL;
+  if (health.answer_len == 0) return "closed without answering srvr";
   return "gave an unexpected answer to srvr";
 }
 
@@ -151,12 +151,12 @@ static void finish_talk(void) {
   const char *bad = judge();
   if (!bad) {
     /* Reachable: close the socket, then end the probe successfully. */
-    uv_timer_stop(&h.timer);
-    h.state = CLOSING;
-    h.success = true;
-    h.tcp_open = false;
+    uv_timer_stop(&health.timer);
+    health.state = CLOSING;
+    health.success = true;
+    health.tcp_open = false;
     drop_tls();
-    uv_close((uv_handle_t *)&h.tcp, closed_cb);
+    uv_close((uv_handle_t *)&health.tcp, closed_cb);
     return;
   }
   attempt_over(bad);
@@ -164,8 +164,8 @@ static void finish_talk(void) {
 
 static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
   (void)hd, (void)suggested;
-  size_t room = sizeof h.answer - 1 - h.answer_len;
-  *buf = uv_buf_init(h.answer + h.answer_len, (unsigned)room);
+  size_t room = sizeof health.answer - 1 - health.answer_len;
+  *buf = uv_buf_init(health.answer + health.answer_len, (unsigned)room);
 }
 
 static void tls_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
@@ -176,39 +176,39 @@ static void tls_alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
 static void send_srvr(void);
 
 /* Ciphertext read: the handshake goes on, or the answer is decrypted into
- * h.answer. Returns the bytes of answer added, or -1 (attempt over). */
+ * health.answer. Returns the bytes of answer added, or -1 (attempt over). */
 static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
   char what[320];
-  int rc = zkw_tls_feed(h.tls, buf->base, n);
-  if (rc == 0 && h.state == HANDSHAKING) {
-    rc = zkw_tls_handshake(h.tls);
-    int wrc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
+  int rc = zkw_tls_feed(health.tls, buf->base, n);
+  if (rc == 0 && health.state == HANDSHAKING) {
+    rc = zkw_tls_handshake(health.tls);
+    int wrc = zkw_tls_flush(health.tls, (uv_stream_t *)&health.tcp);
     if (rc == ZKW_TLS_ERROR) {
-      snprintf(what, sizeof what, "TLS handshake failed: %s", zkw_tls_conn_error(h.tls));
+      snprintf(what, sizeof what, "TLS handshake failed: %s", zkw_tls_conn_error(health.tls));
       attempt_over(what);
       return -1;
     }
     if (wrc) rc = wrc;
     if (rc == ZKW_TLS_DONE) {
-      h.state = TALKING;
+      health.state = TALKING;
       send_srvr();
-      return h.state == TALKING ? 0 : -1;
+      return health.state == TALKING ? 0 : -1;
     }
   } else if (rc == 0) {
-    size_t before = h.plain.len;
-    rc = zkw_tls_decrypt(h.tls, &h.plain);
+    size_t before = health.plain.len;
+    rc = zkw_tls_decrypt(health.tls, &health.plain);
     if (rc == ZKW_TLS_ERROR) {
-      if (h.answer_len == 0) ZKW_METRIC_INC(tls_handshake_failures); /* TLS 1.3: refused after it */
-      snprintf(what, sizeof what, "TLS error: %s", zkw_tls_conn_error(h.tls));
+      if (health.answer_len == 0) ZKW_METRIC_INC(tls_handshake_failures); /* TLS 1.3: refused after it */
+      snprintf(what, sizeof what, "TLS error: %s", zkw_tls_conn_error(health.tls));
       attempt_over(what);
       return -1;
     }
-    size_t room = sizeof h.answer - 1 - h.answer_len, got = h.plain.len - before;
+    size_t room = sizeof health.answer - 1 - health.answer_len, got = health.plain.len - before;
     if (got > room) got = room;
-    memcpy(h.answer + h.answer_len, h.plain.data + before, got);
-    h.plain.len = 0;
+    memcpy(health.answer + health.answer_len, health.plain.data + before, got);
+    health.plain.len = 0;
     if (rc == ZKW_TLS_CLOSED) {
-      h.answer_len += got;
+      health.answer_len += got;
       finish_talk();
       return -1;
     }
@@ -223,12 +223,12 @@ static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   (void)st;
-  if (h.state != TALKING && h.state != HANDSHAKING) return;
-  if (nread > 0 && h.tls) {
+  if (health.state != TALKING && health.state != HANDSHAKING) return;
+  if (nread > 0 && health.tls) {
     nread = tls_input(buf, (size_t)nread);
     if (nread <= 0) return;
   }
-  if (h.state == HANDSHAKING && nread < 0) {
+  if (health.state == HANDSHAKING && nread < 0) {
     char what[128];
     snprintf(what, sizeof what, "TLS handshake failed: the server closed the connection (%s)",
              uv_strerror((int)nread));
@@ -236,8 +236,8 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   if (nread > 0) {
-    h.answer_len += (size_t)nread;
-    if (h.answer_len >= sizeof h.answer - 1) finish_talk(); /* enough to judge */
+    health.answer_len += (size_t)nread;
+    if (health.answer_len >= sizeof health.answer - 1) finish_talk(); /* enough to judge */
     return;
   }
   if (nread == UV_EOF || nread == UV_ECONNRESET) {
@@ -251,8 +251,8 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 
 static void write_cb(uv_write_t *req, int status) {
   (void)req;
-  h.handles--;
-  if (h.stopping || h.state != TALKING) return;
+  health.handles--;
+  if (health.stopping || health.state != TALKING) return;
   if (status < 0) {
     char what[128];
     snprintf(what, sizeof what, "write failed (%s)", uv_strerror(status));
@@ -262,26 +262,26 @@ static void write_cb(uv_write_t *req, int status) {
 
 static void connect_cb(uv_connect_t *req, int status) {
   (void)req;
-  h.handles--;
-  if (h.stopping || h.state != CONNECTING) return;
+  health.handles--;
+  if (health.stopping || health.state != CONNECTING) return;
   if (status < 0) {
     char what[128];
     snprintf(what, sizeof what, "%s", uv_strerror(status));
     attempt_over(what);
     return;
   }
-  h.answer_len = 0;
+  health.answer_len = 0;
   int rc;
   if (zkw_tls_enabled()) {
     /* srvr goes once the server's certificate is verified. */
-    h.state = HANDSHAKING;
-    rc = zkw_tls_conn_new(&h.tls, h.srv->cfg->upstream[h.idx].host);
-    if (rc == 0) rc = uv_read_start((uv_stream_t *)&h.tcp, tls_alloc_cb, read_cb);
-    if (rc == 0 && zkw_tls_handshake(h.tls) == ZKW_TLS_ERROR) rc = UV_EPROTO;
-    if (rc == 0) rc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
+    health.state = HANDSHAKING;
+    rc = zkw_tls_conn_new(&health.tls, health.srv->cfg->upstream[health.idx].host);
+    if (rc == 0) rc = uv_read_start((uv_stream_t *)&health.tcp, tls_alloc_cb, read_cb);
+    if (rc == 0 && zkw_tls_handshake(health.tls) == ZKW_TLS_ERROR) rc = UV_EPROTO;
+    if (rc == 0) rc = zkw_tls_flush(health.tls, (uv_stream_t *)&health.tcp);
   } else {
-    h.state = TALKING;
-    rc = uv_read_start((uv_stream_t *)&h.tcp, alloc_cb, read_cb);
+    health.state = TALKING;
+    rc = uv_read_start((uv_stream_t *)&health.tcp, alloc_cb, read_cb);
     if (rc == 0) send_srvr();
   }
   if (rc) {
@@ -295,13 +295,13 @@ static void connect_cb(uv_connect_t *req, int status) {
 static void send_srvr(void) {
   static char word[] = "srvr";
   int rc;
-  if (h.tls) {
-    rc = zkw_tls_encrypt(h.tls, (const uint8_t *)word, 4) ? UV_EPROTO : 0;
-    if (rc == 0) rc = zkw_tls_flush(h.tls, (uv_stream_t *)&h.tcp);
+  if (health.tls) {
+    rc = zkw_tls_encrypt(health.tls, (const uint8_t *)word, 4) ? UV_EPROTO : 0;
+    if (rc == 0) rc = zkw_tls_flush(health.tls, (uv_stream_t *)&health.tcp);
   } else {
     uv_buf_t b = uv_buf_init(word, 4);
-    rc = uv_write(&h.wreq, (uv_stream_t *)&h.tcp, &b, 1, write_cb);
-    if (rc == 0) h.handles++;
+    rc = uv_write(&health.wreq, (uv_stream_t *)&health.tcp, &b, 1, write_cb);
+    if (rc == 0) health.handles++;
   }
   if (rc) {
     char what[128];
@@ -311,28 +311,28 @@ static void send_srvr(void) {
 }
 
 static void connect_addr(const struct sockaddr *addr) {
-  int rc = uv_tcp_init(h.srv->loop, &h.tcp);
+  int rc = uv_tcp_init(health.srv->loop, &health.tcp);
   if (rc) {
     attempt_over(uv_strerror(rc));
     return;
   }
-  h.handles++;
-  h.tcp_open = true;
-  h.state = CONNECTING;
+  health.handles++;
+  health.tcp_open = true;
+  health.state = CONNECTING;
   /* Bounds the connect and then the answer; name resolution has its own. */
-  uv_timer_start(&h.timer, deadline_cb, h.srv->cfg->connect_timeout_ms, 0);
-  rc = uv_tcp_connect(&h.creq, &h.tcp, addr, connect_cb);
+  uv_timer_start(&health.timer, deadline_cb, health.srv->cfg->connect_timeout_ms, 0);
+  rc = uv_tcp_connect(&health.creq, &health.tcp, addr, connect_cb);
   if (rc) {
     attempt_over(uv_strerror(rc));
     return;
   }
-  h.handles++;
+  health.handles++;
 }
 
 static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   (void)req;
-  h.handles--;
-  if (h.stopping || h.state != RESOLVING) {
+  health.handles--;
+  if (health.stopping || health.state != RESOLVING) {
     if (res) uv_freeaddrinfo(res);
     return;
   }
@@ -349,44 +349,45 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
 
 static void deadline_cb(uv_timer_t *t) {
   (void)t;
-  if (h.state == IDLE) {
+  if (health.state == IDLE) {
     uint64_t now = uv_hrtime(), losses = upstream_losses();
-    bool lost = losses != h.losses;
+    bool lost = losses != health.losses;
     if (!lost && passive_fresh(now)) {
       set_result(true, "");
       schedule(ZKW_HEALTH_INTERVAL_MS);
       return;
     }
-    if (!lost && h.probed && h.ok && now - h.probed_ns < (uint64_t)ZKW_HEALTH_REPROBE_MS * 1000000u) {
+    if (!lost && health.probed && health.ok &&
+        now - health.probed_ns < (uint64_t)ZKW_HEALTH_REPROBE_MS * 1000000u) {
       schedule(ZKW_HEALTH_INTERVAL_MS);
       return;
     }
-    h.losses = losses;
-    h.idx = 0;
-    h.success = false;
-    h.failures[0] = 0;
+    health.losses = losses;
+    health.idx = 0;
+    health.success = false;
+    health.failures[0] = 0;
     attempt();
     return;
   }
-  attempt_over(h.state == CONNECTING    ? "connect timed out"
-               : h.state == HANDSHAKING ? "TLS handshake timed out"
-                                        : "did not answer srvr in time");
+  attempt_over(health.state == CONNECTING    ? "connect timed out"
+               : health.state == HANDSHAKING ? "TLS handshake timed out"
+                                             : "did not answer srvr in time");
 }
 
 static void schedule(uint64_t ms) {
-  if (!h.stopping) uv_timer_start(&h.timer, deadline_cb, ms, 0);
+  if (!health.stopping) uv_timer_start(&health.timer, deadline_cb, ms, 0);
 }
 
-/* Tries server h.idx, or ends the probe when every server failed (or when
+/* Tries server health.idx, or ends the probe when every server failed (or when
  * finish_talk marked success). */
 static void attempt(void) {
-  const struct zkw_config *cfg = h.srv->cfg;
-  if (h.idx >= (uint32_t)cfg->upstream_count) {
+  const struct zkw_config *cfg = health.srv->cfg;
+  if (health.idx >= (uint32_t)cfg->upstream_count) {
     probe_done(false);
     return;
   }
-  const struct zkw_hostport *hp = &cfg->upstream[h.idx];
-  snprintf(h.name, sizeof h.name, "%s:%s", hp->host, hp->port);
+  const struct zkw_hostport *hp = &cfg->upstream[health.idx];
+  snprintf(health.name, sizeof health.name, "%s:%s", hp->host, hp->port);
   struct sockaddr_storage addr;
   if (zkw_hostport_numeric(hp, &addr)) {
     connect_addr((struct sockaddr *)&addr);
@@ -396,42 +397,42 @@ static void attempt(void) {
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  h.state = RESOLVING;
-  int rc = uv_getaddrinfo(h.srv->loop, &h.gai, resolve_cb, hp->host, hp->port, &hints);
+  health.state = RESOLVING;
+  int rc = uv_getaddrinfo(health.srv->loop, &health.gai, resolve_cb, hp->host, hp->port, &hints);
   if (rc) {
     char what[128];
     snprintf(what, sizeof what, "cannot be resolved (%s)", uv_strerror(rc));
     attempt_over(what);
     return;
   }
-  h.handles++;
+  health.handles++;
 }
 
 int zkw_health_start(struct zkw_server *srv) {
-  memset(&h, 0, sizeof h);
-  h.srv = srv;
-  snprintf(h.why, sizeof h.why, "the first upstream check has not completed yet");
-  int rc = uv_timer_init(srv->loop, &h.timer);
+  memset(&health, 0, sizeof health);
+  health.srv = srv;
+  snprintf(health.why, sizeof health.why, "the first upstream check has not completed yet");
+  int rc = uv_timer_init(srv->loop, &health.timer);
   if (rc) return rc;
-  h.handles = 1;
-  h.started = true;
+  health.handles = 1;
+  health.started = true;
   schedule(0);
   return 0;
 }
 
 static void timer_closed_cb(uv_handle_t *hd) {
   (void)hd;
-  h.handles--;
+  health.handles--;
 }
 
 void zkw_health_stop(void) {
-  if (!h.started || h.stopping) return;
-  h.stopping = true;
-  uv_close((uv_handle_t *)&h.timer, timer_closed_cb);
-  if (h.state == RESOLVING) uv_cancel((uv_req_t *)&h.gai);
-  if (h.tcp_open) {
-    h.tcp_open = false;
-    uv_close((uv_handle_t *)&h.tcp, closed_cb);
+  if (!health.started || health.stopping) return;
+  health.stopping = true;
+  uv_close((uv_handle_t *)&health.timer, timer_closed_cb);
+  if (health.state == RESOLVING) uv_cancel((uv_req_t *)&health.gai);
+  if (health.tcp_open) {
+    health.tcp_open = false;
+    uv_close((uv_handle_t *)&health.tcp, closed_cb);
   }
   drop_tls();
 }
@@ -442,10 +443,10 @@ bool zkw_server_ready(struct zkw_server *srv, char *why, size_t len) {
     return false;
   }
   /* Passive evidence counts when it is newer than the last verdict. */
-  bool upstream_ok =
-      (h.probed && h.ok) || (passive_fresh(uv_hrtime()) && zkw_session_upstream_seen_ns() > h.probed_ns);
+  bool upstream_ok = (health.probed && health.ok) ||
+                     (passive_fresh(uv_hrtime()) && zkw_session_upstream_seen_ns() > health.probed_ns);
   if (!upstream_ok) {
-    snprintf(why, len, "%s", h.why);
+    snprintf(why, len, "%s", health.why);
     return false;
   }
   const char *id_why = NULL;

@@ -46,12 +46,12 @@ static struct {
   struct file_id files[3]; /* CA, certificate, key */
   bool failed_files;       /* the last reload failed for these file ids: not retried until they change */
   char route[64];
-} t;
+} tls_state;
 
 static uint8_t read_buf[ZKW_TLS_READ_BUF];
 
 bool zkw_tls_enabled(void) {
-  return t.on;
+  return tls_state.on;
 }
 
 /* OpenSSL's queued errors as one line (and the queue emptied). */
@@ -68,7 +68,7 @@ static void ssl_errors(char *out, size_t cap) {
 }
 
 static const char *file_names(int i) {
-  const struct zkw_config *cfg = t.cfg;
+  const struct zkw_config *cfg = tls_state.cfg;
   return i == 0 ? cfg->tls_ca_file : i == 1 ? cfg->tls_cert_file : cfg->tls_key_file;
 }
 
@@ -101,7 +101,7 @@ static int64_t cert_expiry(SSL_CTX *ctx) {
 
 /* A new context from the configured files, or NULL with the reason in why. */
 static SSL_CTX *build_ctx(char *why, size_t cap) {
-  const struct zkw_config *cfg = t.cfg;
+  const struct zkw_config *cfg = tls_state.cfg;
   char detail[512];
   ERR_clear_error();
   SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -151,7 +151,7 @@ static void log_expiry(const char *what, SSL_CTX *ctx) {
   ZKW_METRIC_SET(tls_cert_expiry, exp);
   if (!exp) {
     zkw_log_info("TLS %s: CA %s, no client certificate", what,
-                 *t.cfg->tls_ca_file ? t.cfg->tls_ca_file : "(system store)");
+                 *tls_state.cfg->tls_ca_file ? tls_state.cfg->tls_ca_file : "(system store)");
     return;
   }
   char when[32];
@@ -160,26 +160,27 @@ static void log_expiry(const char *what, SSL_CTX *ctx) {
   gmtime_r(&tt, &tm);
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   zkw_log_info("TLS %s: CA %s, client certificate %s valid until %s", what,
-               *t.cfg->tls_ca_file ? t.cfg->tls_ca_file : "(system store)", t.cfg->tls_cert_file, when);
+               *tls_state.cfg->tls_ca_file ? tls_state.cfg->tls_ca_file : "(system store)",
+               tls_state.cfg->tls_cert_file, when);
 }
 
 int zkw_tls_reload(const char *why) {
-  if (!t.ctx) return -1;
+  if (!tls_state.ctx) return -1;
   char err[768];
   struct file_id ids[3];
   stat_files(ids);
   SSL_CTX *ctx = build_ctx(err, sizeof err);
   if (!ctx) {
     ZKW_METRIC_INC(tls_reload_failures);
-    memcpy(t.files, ids, sizeof ids); /* retried when they change again, or on SIGHUP */
-    t.failed_files = true;
+    memcpy(tls_state.files, ids, sizeof ids); /* retried when they change again, or on SIGHUP */
+    tls_state.failed_files = true;
     zkw_log_error("TLS reload (%s) failed, the previous certificates stay in use: %s", why, err);
     return -1;
   }
-  SSL_CTX_free(t.ctx); /* established connections hold their own reference */
-  t.ctx = ctx;
-  memcpy(t.files, ids, sizeof ids);
-  t.failed_files = false;
+  SSL_CTX_free(tls_state.ctx); /* established connections hold their own reference */
+  tls_state.ctx = ctx;
+  memcpy(tls_state.files, ids, sizeof ids);
+  tls_state.failed_files = false;
   ZKW_METRIC_INC(tls_reloads);
   char what[96];
   snprintf(what, sizeof what, "reloaded (%s)", why);
@@ -191,7 +192,7 @@ static void poll_cb(uv_timer_t *h) {
   (void)h;
   struct file_id ids[3];
   stat_files(ids);
-  if (same_files(ids, t.files)) return;
+  if (same_files(ids, tls_state.files)) return;
   /* A Secret volume swaps its ..data symlink at once; a file written in
    * place may be caught half-written: then the reload fails and the next
    * change (the end of the write) is tried again. */
@@ -199,60 +200,60 @@ static void poll_cb(uv_timer_t *h) {
 }
 
 int zkw_tls_start(uv_loop_t *loop, const struct zkw_config *cfg) {
-  memset(&t, 0, sizeof t);
-  t.cfg = cfg;
+  memset(&tls_state, 0, sizeof tls_state);
+  tls_state.cfg = cfg;
   if (!cfg->upstream_tls) {
     ZKW_METRIC_SET(tls_cert_expiry, 0);
     return 0;
   }
   char err[768];
-  t.on = true;
-  stat_files(t.files);
-  t.ctx = build_ctx(err, sizeof err);
-  if (!t.ctx) {
+  tls_state.on = true;
+  stat_files(tls_state.files);
+  tls_state.ctx = build_ctx(err, sizeof err);
+  if (!tls_state.ctx) {
     zkw_log_error("ZKWARDEN_UPSTREAM_TLS=on: cannot load the TLS configuration: %s", err);
     return -1;
   }
-  log_expiry("to the ensemble", t.ctx);
-  if (uv_timer_init(loop, &t.poll) == 0) {
-    t.polling = true;
-    uv_timer_start(&t.poll, poll_cb, ZKW_TLS_POLL_MS, ZKW_TLS_POLL_MS);
-    uv_unref((uv_handle_t *)&t.poll);
+  log_expiry("to the ensemble", tls_state.ctx);
+  if (uv_timer_init(loop, &tls_state.poll) == 0) {
+    tls_state.polling = true;
+    uv_timer_start(&tls_state.poll, poll_cb, ZKW_TLS_POLL_MS, ZKW_TLS_POLL_MS);
+    uv_unref((uv_handle_t *)&tls_state.poll);
   }
   return 0;
 }
 
 void zkw_tls_stop(void) {
-  if (t.polling) uv_close((uv_handle_t *)&t.poll, NULL);
-  t.polling = false;
+  if (tls_state.polling) uv_close((uv_handle_t *)&tls_state.poll, NULL);
+  tls_state.polling = false;
 }
 
 void zkw_tls_free(void) {
-  SSL_CTX_free(t.ctx);
-  t.ctx = NULL; /* t.on stays: no connection goes plaintext */
+  SSL_CTX_free(tls_state.ctx);
+  tls_state.ctx = NULL; /* tls_state.on stays: no connection goes plaintext */
 }
 
 const char *zkw_tls_route(const char *hosts) {
-  return t.route[0] ? t.route : hosts;
+  return tls_state.route[0] ? tls_state.route : hosts;
 }
 
 void zkw_tls_set_route(const char *internal_hosts) {
-  snprintf(t.route, sizeof t.route, "%s", internal_hosts ? internal_hosts : "");
+  snprintf(tls_state.route, sizeof tls_state.route, "%s", internal_hosts ? internal_hosts : "");
 }
 
 /* ---- connections ---- */
 
 int zkw_tls_conn_new(struct zkw_tls_conn **out, const char *host) {
   struct zkw_tls_conn *c = calloc(1, sizeof *c);
-  if (!c || !t.ctx) goto fail;
-  c->ssl = SSL_new(t.ctx);
+  if (!c || !tls_state.ctx) goto fail;
+  c->ssl = SSL_new(tls_state.ctx);
   c->in = BIO_new(BIO_s_mem());
   c->out = BIO_new(BIO_s_mem());
   if (!c->ssl || !c->in || !c->out) goto fail;
   BIO_set_mem_eof_return(c->in, -1); /* empty input: "want read", not EOF */
   SSL_set_bio(c->ssl, c->in, c->out);
   c->in = c->out = NULL; /* owned by the SSL now */
-  const char *name = *t.cfg->tls_server_name ? t.cfg->tls_server_name : host;
+  const char *name = *tls_state.cfg->tls_server_name ? tls_state.cfg->tls_server_name : host;
   unsigned char ip[16];
   bool is_ip = inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
   if (is_ip) {
