@@ -109,10 +109,6 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- frames ---- */
 
-/* What happens to a frame once handled is a verdict (zkw_hooks.h): forward,
- * replace (s->scratch holds the frame), drop or hold. Errors are negative
- * codec statuses. */
-
 /* Copies a frame into a session buffer (barrier frame, withheld reply). */
 static int keep_frame(struct zkw_buf *b, const uint8_t *frame, size_t len) {
   b->len = 0;
@@ -144,7 +140,10 @@ static uint32_t upstream_handshake_ms(const struct zkw_session *s, const uint8_t
   return ms > s->srv->cfg->connect_timeout_ms ? ms : s->srv->cfg->connect_timeout_ms;
 }
 
-/* Handles one client frame (the body starts at frame + 4). */
+/* Handles one client frame (the body starts at frame + 4): the relay's own
+ * checks (reserved xids, pings, auth), then the policy's verdict
+ * (zkw_hooks.h: forward, replace with s->scratch, drop, hold; a barrier).
+ * Returns the verdict, or a negative codec status. */
 static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
   const uint8_t *body = frame + 4;
   size_t len = flen - 4;
@@ -241,7 +240,9 @@ static int on_barrier_reply(struct zkw_session *s, int verdict, const uint8_t *f
   return verdict;
 }
 
-/* Handles one upstream frame (the body starts at frame + 4). */
+/* Handles one upstream frame (the body starts at frame + 4): matched to its
+ * request, then the policy's verdict on a reply to the client's request.
+ * Returns the verdict, or a negative codec status. */
 static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
   const uint8_t *body = frame + 4;
   size_t len = flen - 4;
