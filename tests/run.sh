@@ -4,7 +4,8 @@
 # differential tests on both, a short fuzz run of both fuzz targets, the
 # integration, operability and fault tests against real ZooKeeper servers
 # with the sanitizer build, the performance guard (tests/bench/run.sh
-# --quick: loose ratios to direct), the quick incident drill and a short soak.
+# --quick: loose ratios to direct), the quick incident drill (also through
+# TLS) and a short soak.
 #   ZKW_FUZZ_SECONDS (default 60)  length of the fuzz run; 0 skips it
 # Extra arguments are passed to pytest (e.g. -k kazoo).
 set -uo pipefail
@@ -48,6 +49,8 @@ suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$rep
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
 suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick
+suite "incident drills through TLS (quick, release)" env ZKW_BIN="$repo/build/zkwarden" \
+  "$repo/tests/drills/run.sh" --quick --tls
 suite "soak (2 min, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/soak/run.sh" --minutes 2
 
 echo

@@ -60,7 +60,7 @@ struct zkw_hostport {
   X(lock_roots, "ZKWARDEN_LOCK_ROOTS", "/flink", lock_roots, 0, 0,                                           \
     "comma list of znode paths under which the lock rule applies")                                           \
   X(fence_timeout_ms, "ZKWARDEN_FENCE_TIMEOUT_MS", "3000", uint, 1, 600000,                                  \
-    "bound on fencing before a new session is forwarded, ms (fencing then goes on in the background)")       \
+    "bound on fencing before the request beginning an incarnation goes on, ms (fencing goes on after)")      \
   X(orphan_grace_ms, "ZKWARDEN_ORPHAN_GRACE_MS", "10000", uint, 0, 86400000,                                 \
     "grace before a session whose JobManager connection dropped is fenced, ms; 0 disables")                  \
   X(sweep_interval_s, "ZKWARDEN_SWEEP_INTERVAL_S", "300", uint, 0, 86400,                                    \

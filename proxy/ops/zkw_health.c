@@ -184,6 +184,7 @@ static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
     rc = zkw_tls_handshake(health.tls);
     int wrc = zkw_tls_flush(health.tls, (uv_stream_t *)&health.tcp);
     if (rc == ZKW_TLS_ERROR) {
+      zkw_tls_note(health.name, zkw_tls_conn_error(health.tls));
       snprintf(what, sizeof what, "TLS handshake failed: %s", zkw_tls_conn_error(health.tls));
       attempt_over(what);
       return -1;
@@ -198,12 +199,17 @@ static ssize_t tls_input(const uv_buf_t *buf, size_t n) {
     size_t before = health.plain.len;
     rc = zkw_tls_decrypt(health.tls, &health.plain);
     if (rc == ZKW_TLS_ERROR) {
-      if (health.answer_len == 0) ZKW_METRIC_INC(tls_handshake_failures); /* TLS 1.3: refused after it */
+      if (health.answer_len == 0) { /* TLS 1.3: refused after the handshake */
+        ZKW_METRIC_INC(tls_handshake_failures);
+        zkw_tls_note(health.name, zkw_tls_conn_error(health.tls));
+      }
       snprintf(what, sizeof what, "TLS error: %s", zkw_tls_conn_error(health.tls));
       attempt_over(what);
       return -1;
     }
     size_t room = sizeof health.answer - 1 - health.answer_len, got = health.plain.len - before;
+    if (got && health.answer_len == 0)
+      zkw_tls_note(health.name, NULL); /* answered: our certificate taken too */
     if (got > room) got = room;
     memcpy(health.answer + health.answer_len, health.plain.data + before, got);
     health.plain.len = 0;

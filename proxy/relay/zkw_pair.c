@@ -85,6 +85,7 @@ void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side
 
 void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
   if (s->phase == ZKW_PHASE_CLOSING) return;
+  level = zkw_session_level(s, level);
   if (level <= zkw_log_level) {
     char reason[512];
     va_list ap;

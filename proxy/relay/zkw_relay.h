@@ -52,6 +52,7 @@ struct zkw_session {
   struct zkw_server *srv;
   struct zkw_session *prev, *next;
   uint64_t conn;
+  bool internal; /* accepted by the internal relay (zkw_server.h): its lines are logged at debug */
   char peer[64];
   enum zkw_phase phase;
   struct zkw_side client, upstream;
@@ -147,11 +148,18 @@ static inline const void *zkw_session_policy_c(const struct zkw_session *s) {
 static inline struct zkw_log_ctx zkw_session_log_ctx(const struct zkw_session *s) {
   return (struct zkw_log_ctx){s->conn, s->session_id, s->peer};
 }
+/* The level a session's line is logged at: zkwarden's own sessions through
+ * the internal relay (libzookeeper reconnecting every few ms while no server
+ * can be used) log at debug; /readyz, the probe's line and the metrics say why. */
+static inline enum zkw_log_level zkw_session_level(const struct zkw_session *s, enum zkw_log_level level) {
+  return s->internal ? ZKW_LOG_DEBUG : level;
+}
 #define zkw_slog(s, level, ...)                                                                              \
   do {                                                                                                       \
-    if ((level) <= zkw_log_level) {                                                                          \
+    enum zkw_log_level lvl_ = zkw_session_level((s), (level));                                               \
+    if (lvl_ <= zkw_log_level) {                                                                             \
       struct zkw_log_ctx ctx_ = zkw_session_log_ctx(s);                                                      \
-      zkw_log_at((level), &ctx_, __VA_ARGS__);                                                               \
+      zkw_log_at(lvl_, &ctx_, __VA_ARGS__);                                                                  \
     }                                                                                                        \
   } while (0)
 

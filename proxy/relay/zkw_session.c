@@ -61,6 +61,7 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
       /* TLS 1.3: a server refusing our certificate says so after its side
        * of the handshake; still a failed handshake, this server comes last. */
       ZKW_METRIC_INC(tls_handshake_failures);
+      zkw_tls_note(s->up_name, zkw_tls_conn_error(side->tls));
       zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
       s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
     }
@@ -68,6 +69,10 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
     return UV_EPROTO;
   }
   if (rc == 0 && zkw_tls_take_output(side->tls, &side->out) != 0) rc = UV_ENOMEM;
+  /* The server's first bytes: it took our certificate too (TLS 1.3 says so
+   * only now). */
+  if (rc == 0 && side->in.len && s->phase == ZKW_PHASE_CONNECTING && !s->response_seen)
+    zkw_tls_note(s->up_name, NULL);
   if (rc < 0) {
     s->close_class = ZKW_CLOSE_IO_ERROR;
     zkw_session_close(s, ZKW_LOG_ERROR, "out of memory reading from %s", side->name);
@@ -532,6 +537,7 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   struct zkw_session *s = calloc(1, sizeof *s + policy);
   if (!s) return NULL;
   s->srv = srv;
+  s->internal = srv->internal;
   s->conn = ++srv->next_conn;
   s->client = (struct zkw_side){.s = s, .name = "client"};
   s->upstream = (struct zkw_side){.s = s, .name = "upstream"};

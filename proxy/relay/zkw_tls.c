@@ -44,8 +44,11 @@ static struct {
   uv_timer_t poll;
   bool polling;
   struct file_id files[3]; /* CA, certificate, key */
-  bool failed_files;       /* the last reload failed for these file ids: not retried until they change */
   char route[64];
+  struct {
+    char server[300];
+    char error[256]; /* the last failure logged; "" once verified */
+  } notes[ZKW_MAX_UPSTREAMS];
 } tls_state;
 
 static uint8_t read_buf[ZKW_TLS_READ_BUF];
@@ -173,14 +176,12 @@ int zkw_tls_reload(const char *why) {
   if (!ctx) {
     ZKW_METRIC_INC(tls_reload_failures);
     memcpy(tls_state.files, ids, sizeof ids); /* retried when they change again, or on SIGHUP */
-    tls_state.failed_files = true;
     zkw_log_error("TLS reload (%s) failed, the previous certificates stay in use: %s", why, err);
     return -1;
   }
   SSL_CTX_free(tls_state.ctx); /* established connections hold their own reference */
   tls_state.ctx = ctx;
   memcpy(tls_state.files, ids, sizeof ids);
-  tls_state.failed_files = false;
   ZKW_METRIC_INC(tls_reloads);
   char what[96];
   snprintf(what, sizeof what, "reloaded (%s)", why);
@@ -239,6 +240,24 @@ const char *zkw_tls_route(const char *hosts) {
 
 void zkw_tls_set_route(const char *internal_hosts) {
   snprintf(tls_state.route, sizeof tls_state.route, "%s", internal_hosts ? internal_hosts : "");
+}
+
+void zkw_tls_note(const char *server, const char *error) {
+  int i = 0;
+  while (i < ZKW_MAX_UPSTREAMS && tls_state.notes[i].server[0] &&
+         strcmp(tls_state.notes[i].server, server) != 0)
+    i++;
+  if (i == ZKW_MAX_UPSTREAMS) return;
+  char *last = tls_state.notes[i].error;
+  if (!tls_state.notes[i].server[0])
+    snprintf(tls_state.notes[i].server, sizeof tls_state.notes[i].server, "%s", server);
+  if (error && strcmp(last, error) != 0) {
+    zkw_log_warn("TLS to %s refused: %s", server, error);
+    snprintf(last, sizeof tls_state.notes[i].error, "%s", error);
+  } else if (!error && last[0]) {
+    zkw_log_info("TLS to %s verified again", server);
+    last[0] = 0;
+  }
 }
 
 /* ---- connections ---- */

@@ -87,6 +87,12 @@ int zkw_tls_decrypt(struct zkw_tls_conn *c, struct zkw_buf *out) __attribute__((
 int zkw_tls_encrypt(struct zkw_tls_conn *c, const uint8_t *p, size_t n) __attribute__((warn_unused_result));
 /* Moves the pending ciphertext (handshake records, encrypted data) to out. */
 int zkw_tls_take_output(struct zkw_tls_conn *c, struct zkw_buf *out) __attribute__((warn_unused_result));
+/* The outcome of a handshake with server (host:port): error NULL when it
+ * verified. Logs one warning when a server starts failing (or fails for a
+ * new reason) and one line when it verifies again, whatever the number of
+ * connections (libzookeeper reconnects every few ms through the relay). */
+void zkw_tls_note(const char *server, const char *error);
+
 /* Appends a close_notify alert to out (the connection's orderly end).
  * Returns 0 or a negative error. */
 int zkw_tls_close_notify(struct zkw_tls_conn *c, struct zkw_buf *out) __attribute__((warn_unused_result));

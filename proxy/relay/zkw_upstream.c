@@ -90,6 +90,7 @@ static void tls_step(struct zkw_session *s) {
   int rc = zkw_tls_handshake(s->upstream.tls);
   int wrc = zkw_tls_flush(s->upstream.tls, (uv_stream_t *)&s->upstream.tcp);
   if (rc == ZKW_TLS_ERROR) {
+    zkw_tls_note(s->up_name, zkw_tls_conn_error(s->upstream.tls));
     attempt_failed(s, "TLS handshake failed", zkw_tls_conn_error(s->upstream.tls));
   } else if (wrc) {
     attempt_failed(s, "TLS handshake failed", uv_strerror(wrc));

@@ -130,6 +130,8 @@ def test_client_auth_need(protocol, certs, tls_zk, zkwarden_factory, kazoo_facto
     bare = zkwarden_factory.start(srv, extra_env=tls_env(certs))
     assert cannot_connect(kazoo_factory, bare.hostport)
     wait_until(lambda: not_ready(bare, "TLS"), 15, what="/readyz 503 without a client certificate")
+    notes = [l for l in bare.stderr().splitlines() if "TLS to %s" % srv.hostport in l]
+    assert len(notes) == 1 and "refused: " in notes[0], notes  # one line, however many attempts
 
     proxy = zkwarden_factory.start(srv, extra_env=tls_env(certs, client=True))
     c = kazoo_factory(proxy.hostport)
@@ -157,12 +159,16 @@ def test_bad_server_certificate_refused(bad, reason, certs, tls_zk, zkwarden_fac
     srv = tls_zk(certs, server_cert=getattr(certs, bad))
     # The server does serve TLS (unverified, it answers)...
     assert b"Mode: standalone" in four_letter_tls(srv.port, "srvr", srv.check_ctx)
-    # ...but zkwarden never uses it: one line with OpenSSL's reason per attempt.
+    # ...but zkwarden never uses it: one line with OpenSSL's reason, however
+    # many attempts (and each client connection's attempt in its own line).
     proxy = zkwarden_factory.start(srv, extra_env=tls_env(certs))
     assert cannot_connect(kazoo_factory, proxy.hostport)
     body = wait_until(lambda: not_ready(proxy, reason), 15, what="/readyz 503 with the reason")
     print("/readyz:", body)
-    line = [l for l in proxy.stderr().splitlines() if "TLS handshake failed" in l and "conn=" in l][0]
+    lines = proxy.stderr().splitlines()
+    assert [l for l in lines if "TLS to %s refused" % srv.hostport in l][0].endswith(reason)
+    assert len([l for l in lines if "refused" in l]) == 1
+    line = [l for l in lines if "TLS handshake failed" in l and "conn=" in l][0]
     assert reason in line and srv.hostport in line
     assert proxy.metric("zkwarden_tls_handshake_failures_total") >= 2  # a session and a probe
     assert proxy.metric("zkwarden_tls_handshakes_total") == 0
@@ -233,6 +239,7 @@ def test_sidecar_registry_and_fence_through_tls(certs, tls_zk, zkwarden_factory,
     print("pod restart through TLS (session timeout 15 s): leads after %.3f s" % took)
     assert took < 8.0, "leadership after %.2f s" % took  # the registry session (4 s) expires first
     assert "fenced: closed" in second.stderr()
+    assert "internal/" not in second.stderr()  # zkwarden's own sessions log at debug
     assert second.metric("zkwarden_fences_total") == 1
     # The internal relay's sessions (registry, fence) are not JobManager sessions.
     assert second.metric("zkwarden_identity_conflicts_total") == 0
@@ -325,8 +332,7 @@ def test_rotation_under_load_keeps_sessions(certs, tls_zk, zkwarden_factory, kaz
 
         # 2. A client certificate the server does not trust: taken (the files
         #    are valid), so new connections fail; established ones go on.
-        untrusted = certs._leaf("client-other-ca", "jm-0", None, ca="other-ca",
-                                ext="extendedKeyUsage=clientAuth", days=20)
+        untrusted = certs.new_client("client-other-ca", days=20, ca="other-ca")
         secret.put(untrusted, certs.key(untrusted), certs.ca)
         wait_until(lambda: proxy.metric("zkwarden_tls_reloads_total") == 1, 25, what="the reload")
         assert expiry() == not_after(untrusted)

@@ -64,29 +64,12 @@ def four_letter(port, word, timeout=5.0):
         return out
 
 
-def tls_context(ca=None, cert=None, key=None, verify=True, server_name=None):
-    """A client ssl.SSLContext: verified against ca (hostname included when
-    server_name is given), with a client certificate when cert is given."""
-    import ssl
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    if verify:
-        ctx.load_verify_locations(cafile=str(ca))
-        ctx.check_hostname = server_name is not None
-    else:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if cert:
-        ctx.load_cert_chain(str(cert), str(key))
-    return ctx
-
-
-def four_letter_tls(port, word, ctx, server_name=None, timeout=5.0):
+def four_letter_tls(port, word, ctx, timeout=5.0):
     """four_letter over TLS (ZooKeeper's secure port answers them too)."""
     if isinstance(word, str):
         word = word.encode()
     with socket.create_connection((HOST, port), timeout=timeout) as raw:
-        with ctx.wrap_socket(raw, server_hostname=server_name) as s:
+        with ctx.wrap_socket(raw) as s:
             s.sendall(word)
             out = b""
             while True:
@@ -171,9 +154,9 @@ class TlsCerts:
     def key(self, leaf):
         return self.dir / (Path(leaf).stem + ".key")
 
-    def new_client(self, name, days):
-        """Another client certificate of the CA (rotation), valid for days."""
-        return self._leaf(name, "jm-0", None, ext="extendedKeyUsage=clientAuth", days=days)
+    def new_client(self, name, days, ca="ca"):
+        """Another client certificate (rotation), of the CA or of "other-ca", valid for days."""
+        return self._leaf(name, "jm-0", None, ca=ca, ext="extendedKeyUsage=clientAuth", days=days)
 
 
 # Debian's zookeeper.jar leaves netty off its classpath; the
@@ -207,8 +190,15 @@ def zk_tls_cfg(tls, port):
 
 
 def zk_check_ctx(certs):
-    """The harness's own TLS checks (srvr, cons): unverified, with a client certificate."""
-    return tls_context(cert=certs.client, key=certs.key(certs.client), verify=False)
+    """The harness's own TLS checks (srvr, cons): unverified (the bad
+    certificates' servers too), with the client certificate (clientAuth=need)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.load_cert_chain(str(certs.client), str(certs.key(certs.client)))
+    return ctx
 
 
 def port_accepts(port):

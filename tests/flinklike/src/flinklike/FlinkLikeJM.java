@@ -85,6 +85,7 @@ public final class FlinkLikeJM {
         int retryWaitMs = 5000;
         int maxRetryAttempts = 3;
         boolean ensembleTracker = true;
+        String acl = "open";
         boolean tolerateSuspended = false;
         boolean submitJob = false;
         int cancelAfterCheckpoints = -1;
@@ -131,6 +132,7 @@ public final class FlinkLikeJM {
                         case "max-retry-attempts": o.maxRetryAttempts = Integer.parseInt(need(k, v)); break;
                         case "ensemble-tracker": o.ensembleTracker = bool(k, v); break;
                         case "no-ensemble-tracker": o.ensembleTracker = false; break;
+                        case "acl": o.acl = need(k, v); break;
                         case "tolerate-suspended-connections": o.tolerateSuspended = bool(k, v); break;
                         case "submit-job": o.submitJob = bool(k, v); break;
                         case "cancel-after-checkpoints": o.cancelAfterCheckpoints = Integer.parseInt(need(k, v)); break;
@@ -161,6 +163,9 @@ public final class FlinkLikeJM {
             }
             if (!o.root.startsWith("/") || !o.clusterId.startsWith("/")) {
                 usage("--root and --cluster-id start with /");
+            }
+            if (!o.acl.equals("open") && !o.acl.equals("creator")) {
+                usage("--acl must be open or creator");
             }
             if (o.numRetained < 1 || o.checkpointIntervalMs < 1) {
                 usage("--num-retained and --checkpoint-interval-ms must be positive");
@@ -199,6 +204,9 @@ public final class FlinkLikeJM {
                     + "  --session-timeout-ms=N        (default 60000)   --connection-timeout-ms=N (15000)\n"
                     + "  --retry-wait-ms=N (5000)      --max-retry-attempts=N (3)\n"
                     + "  --ensemble-tracker=true|false (default true)    --no-ensemble-tracker\n"
+                    + "  --acl=open|creator            high-availability.zookeeper.client.acl (default open);\n"
+                    + "                                creator: every node gets the creator-only ACL (SASL\n"
+                    + "                                from the JAAS Client section of the JVM's options)\n"
                     + "  --tolerate-suspended-connections[=true]  revoke only on LOST (current layout)\n"
                     + "  --submit-job                  submit the job if no leader recovered one\n"
                     + "  --cancel-after-checkpoints=K  cancel the job after K checkpoints of this process\n"
@@ -263,9 +271,25 @@ public final class FlinkLikeJM {
         this.defaultData = local.getBytes(StandardCharsets.UTF_8);
         this.host = opts.rpcHost != null ? opts.rpcHost : (local.isEmpty() ? "localhost" : local);
         String ns = (opts.root + opts.clusterId).substring(1);
-        // ZKU.startCuratorFramework: no default data, no ACL provider (open), the
-        // Flink defaults for timeouts and retries, the namespace.
+        // ZKU.startCuratorFramework: no default data, the ACL provider of
+        // high-availability.zookeeper.client.acl (open: Curator's default;
+        // creator: Flink's SecureAclProvider), the Flink defaults for timeouts
+        // and retries, the namespace.
+        org.apache.curator.framework.api.ACLProvider acls = opts.acl.equals("creator")
+                ? new org.apache.curator.framework.api.ACLProvider() {
+                    @Override
+                    public List<org.apache.zookeeper.data.ACL> getDefaultAcl() {
+                        return org.apache.zookeeper.ZooDefs.Ids.CREATOR_ALL_ACL;
+                    }
+
+                    @Override
+                    public List<org.apache.zookeeper.data.ACL> getAclForPath(String path) {
+                        return org.apache.zookeeper.ZooDefs.Ids.CREATOR_ALL_ACL;
+                    }
+                }
+                : new org.apache.curator.framework.imps.DefaultACLProvider();
         this.client = CuratorFrameworkFactory.builder()
+                .aclProvider(acls)
                 .connectString(opts.connect)
                 .sessionTimeoutMs(opts.sessionTimeoutMs)
                 .connectionTimeoutMs(opts.connectionTimeoutMs)
