@@ -1,4 +1,7 @@
-/* main.c: command line, configuration and the event loop of the zkwarden daemon. */
+/* main.c: command line, configuration and the event loop of the zkwarden
+ * daemon: it wires the relay (zkw_server) to the sidecar policy
+ * (zkw_sidecar_hooks) and the operations (zkw_admin), and owns SIGTERM and
+ * SIGINT. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,14 +11,44 @@
 #include "zkw_admin.h"
 #include "zkw_buf.h"
 #include "zkw_config.h"
-#include "zkw_locks.h"
+#include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
+#include "zkw_sidecar.h"
 #include "zkw_tls.h"
 
 static const char *env(const char *name) {
   return getenv(name);
+}
+
+static struct zkw_server srv;
+static struct zkw_identity identity;
+static uv_signal_t sig_term, sig_int;
+
+/* SIGTERM/SIGINT: stop serving; the loop ends once every session is gone.
+ * The signal handles do not keep the loop alive (closed after it ends). */
+static void on_signal(uv_signal_t *h, int signum) {
+  (void)h;
+  zkw_log_info("received %s: closing %llu connection(s) and exiting",
+               signum == SIGTERM ? "SIGTERM" : "SIGINT", (unsigned long long)srv.session_count);
+  zkw_admin_stop();
+  zkw_server_stop(&srv);
+}
+
+static void signals_start(uv_loop_t *loop) {
+  uv_signal_init(loop, &sig_term);
+  uv_signal_init(loop, &sig_int);
+  uv_signal_start(&sig_term, on_signal, SIGTERM);
+  uv_signal_start(&sig_int, on_signal, SIGINT);
+  uv_unref((uv_handle_t *)&sig_term);
+  uv_unref((uv_handle_t *)&sig_int);
+}
+
+static void signals_stop(uv_loop_t *loop) {
+  uv_close((uv_handle_t *)&sig_term, NULL);
+  uv_close((uv_handle_t *)&sig_int, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
 }
 
 static void usage(FILE *out) {
@@ -72,13 +105,16 @@ int main(int argc, char **argv) {
 
   uv_loop_t *loop = uv_default_loop();
   if (zkw_tls_start(loop, &cfg) != 0) return 2; /* logged */
-  static struct zkw_server srv;
-  if (zkw_server_start(&srv, loop, &cfg) != 0) return 1;
+  if (zkw_server_start(&srv, loop, &cfg, &zkw_sidecar_hooks, &identity) != 0) return 1;
+  signals_start(loop);
+  /* Without a usable registry the proxy still relays: the error is logged. */
+  if (zkw_sidecar_start(&identity, &srv) != 0) zkw_log_warn("relaying without identity features");
   int started = zkw_admin_start(&srv);
   if (started != 0) zkw_server_stop(&srv); /* logged; the loop below only closes handles */
   uv_run(loop, UV_RUN_DEFAULT);
   /* Closing the registry session removes this instance's owner node at once. */
-  zkw_server_finish(&srv);
+  zkw_server_finish(&srv, zkw_sidecar_finish, &identity);
+  signals_stop(loop);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();
   if (rc) {

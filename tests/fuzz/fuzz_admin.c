@@ -27,6 +27,7 @@
 #include "zkw_metrics.h"
 #include "zkw_server.h"
 #include "zkw_session.h"
+#include "zkw_sidecar.h"
 
 #define FLAG_STOPPING 0x01 /* the server is shutting down (/readyz says so) */
 #define FLAG_TIMEOUT  0x02 /* the request deadline passes after the last byte */
@@ -42,7 +43,8 @@
 
 static struct zkw_config cfg;
 static struct zkw_server srv;
-static struct zkw_session sess[2];
+static struct zkw_identity identity; /* never started: no registry session */
+static struct zkw_session *sess[2];
 
 struct writer {
   size_t checked;    /* bytes of out already checked (FLAG_KEEP) */
@@ -149,21 +151,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   zkw_log_setup(ZKW_LOG_ERROR, ZKW_LOG_TEXT);
   zkw_metrics_init();
-  srv.cfg = &cfg;
-  for (int i = 0; i < 2; i++) {
-    sess[i].srv = &srv;
-    sess[i].conn = (uint64_t)i + 1;
-    sess[i].session_id = (int64_t)0x1000000abcdef00 + i;
-    sess[i].timeout = 20000;
-    sess[i].phase = i ? ZKW_PHASE_ACTIVE : ZKW_PHASE_HANDSHAKE;
-    snprintf(sess[i].peer, sizeof sess[i].peer, "127.0.0.1:%d", 40000 + i);
+  /* The relay's own constructors, with the sidecar's hooks: two sessions
+   * that never see a socket (the newest is first on the list). */
+  zkw_server_init(&srv, uv_default_loop(), &cfg, &zkw_sidecar_hooks, &identity);
+  for (int i = 1; i >= 0; i--) {
+    struct zkw_session *s = sess[i] = zkw_session_new(&srv);
+    if (!s) abort();
+    s->conn = (uint64_t)i + 1;
+    s->session_id = (int64_t)0x1000000abcdef00 + i;
+    s->timeout = 20000;
+    s->phase = i ? ZKW_PHASE_ACTIVE : ZKW_PHASE_HANDSHAKE;
+    snprintf(s->peer, sizeof s->peer, "127.0.0.1:%d", 40000 + i);
   }
-  sess[1].upstream.connected = true;
-  snprintf(sess[1].up_name, sizeof sess[1].up_name, "zk\"1\\\t:2181");
-  sess[0].next = &sess[1];
-  sess[1].prev = &sess[0];
-  srv.sessions = &sess[0];
-  srv.session_count = 2;
+  sess[1]->upstream.connected = true;
+  snprintf(sess[1]->up_name, sizeof sess[1]->up_name, "zk\"1\\\t:2181");
   zkw_history_add((enum zkw_history_kind)0, "/flink/leader/\"x\"\n", "reason\twith\x01control", 0x1234,
                   "jm-\xff\xfe", 7);
   zkw_admin_http_setup(&srv);
@@ -176,13 +177,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   data += 2, size -= 2;
   if (flags & FLAG_PEER) {
     if (size < 1) return 0;
-    size_t pl = data[0] < sizeof sess[0].peer ? data[0] : sizeof sess[0].peer - 1;
+    size_t pl = data[0] < sizeof sess[0]->peer ? data[0] : sizeof sess[0]->peer - 1;
     if (size < 1 + pl) return 0;
-    memset(sess[0].peer, 0, sizeof sess[0].peer);
-    memcpy(sess[0].peer, data + 1, pl);
+    memset(sess[0]->peer, 0, sizeof sess[0]->peer);
+    memcpy(sess[0]->peer, data + 1, pl);
     data += 1 + pl, size -= 1 + pl;
   } else {
-    snprintf(sess[0].peer, sizeof sess[0].peer, "127.0.0.1:40000");
+    snprintf(sess[0]->peer, sizeof sess[0]->peer, "127.0.0.1:40000");
   }
   srv.stopping = flags & FLAG_STOPPING;
 

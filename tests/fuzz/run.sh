@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (clang + libFuzzer + ASan/UBSan) in build-fuzz/
 # and runs them. Two targets:
 #   codec  fuzz_codec.c: the ZooKeeper wire codec (protocol/), corpus tests/fuzz/corpus
-#   admin  fuzz_admin.c: the admin endpoint's HTTP handling (proxy/zkw_admin.c),
+#   admin  fuzz_admin.c: the admin endpoint's HTTP handling (proxy/ops/zkw_admin.c),
 #          corpus tests/fuzz/corpus-admin
 # Usage:
 #   tests/fuzz/run.sh [--target codec|admin|all] [seconds]

@@ -1,0 +1,24 @@
+/* zkw_zk_result.h: the result of one ZooKeeper operation, as zkwarden's own
+ * requests report it: both the registry session (zkw_zk.h) and the in-band
+ * requests on a client's connection (zkw_inband.h) hand this to their
+ * callbacks, on the loop thread. Types only. */
+#ifndef ZKW_ZK_RESULT_H
+#define ZKW_ZK_RESULT_H
+
+#include <stdbool.h>
+#include <zookeeper/zookeeper.h>
+
+struct zkw_zk_result {
+  int rc;       /* ZOK or a ZooKeeper error (ZNONODE, ...) */
+  char *data;   /* get: the node's data (NUL-terminated copy); NULL if null */
+  int data_len; /* -1 if null */
+  bool has_stat;
+  struct Stat stat; /* get, exists, set */
+  char **children;  /* get_children: names */
+  int child_count;
+  char *path; /* create: the created path */
+};
+
+typedef void (*zkw_zk_cb)(void *arg, const struct zkw_zk_result *r);
+
+#endif

@@ -1,0 +1,800 @@
+/* zkw_admin.c: the admin HTTP endpoint (llhttp on the proxy's libuv loop).
+ *
+ * Two layers. The HTTP side (zkw_admin_http_*, no socket: the fuzz target
+ * drives it too) parses a connection's bytes with llhttp as they arrive,
+ * keeping only the URL, renders every response body into one reused scratch
+ * buffer and appends the response to the connection's out buffer. The socket
+ * side (admin_conn) reads into one static buffer (the loop handles one read
+ * at a time), feeds the HTTP side, and after each response writes out
+ * straight to the socket when it takes it, else hands it to uv_write.
+ * Requests on a keep-alive connection are answered in order. */
+#include "zkw_admin.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_health.h"
+#include "zkw_tls.h"
+#include "zkw_history.h"
+#include "zkw_locks.h"
+#include "zkw_log.h"
+#include "zkw_metrics.h"
+#include "zkw_server.h"
+#include "zkw_session.h"
+#include "zkw_sidecar.h"
+#include "zkw_text.h"
+
+/* Bound on flushing a response before closing the connection. */
+#define ADMIN_FLUSH_MS 2000
+/* Scratch buffers larger than this are given back after use. */
+#define ADMIN_SCRATCH_KEEP (1024 * 1024)
+
+struct admin_conn {
+  struct admin_conn *prev, *next;
+  uv_tcp_t tcp;
+  uv_timer_t timer; /* request deadline, keep-alive idle bound, then the flush bound */
+  uv_write_t wreq;
+  struct zkw_admin_http http; /* its out: responses waiting to be written */
+  struct zkw_buf flight;      /* handed to uv_write */
+  int handles;                /* open handles; freed at 0 */
+  bool writing;
+  bool closing; /* no more requests: close once the output is flushed */
+};
+
+static struct {
+  struct zkw_server *srv;
+  bool started, stopping;
+  uv_tcp_t listener;
+  uv_signal_t sig_hup;
+  struct admin_conn *conns;
+  unsigned nconns;
+  struct zkw_buf scratch; /* response bodies */
+  llhttp_settings_t settings;
+  char readbuf[64 * 1024];
+  char where[80];
+} endpoint;
+
+/* ---- closing ---- */
+
+static void conn_closed_cb(uv_handle_t *hd) {
+  struct admin_conn *c = hd->data;
+  if (--c->handles > 0) return;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    endpoint.conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  endpoint.nconns--;
+  zkw_admin_http_release(&c->http);
+  zkw_buf_release(&c->flight);
+  free(c);
+}
+
+/* A lock walk still answering h's request answers no one now. */
+static void http_cancel_walk(struct zkw_admin_http *h) {
+  if (!h->walk) return;
+  zkw_locks_walk_cancel(h->walk);
+  h->walk = NULL;
+}
+
+static void conn_close_now(struct admin_conn *c) {
+  c->closing = true;
+  http_cancel_walk(&c->http);
+  if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
+  if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, conn_closed_cb);
+}
+
+static void flush_timeout_cb(uv_timer_t *t) {
+  conn_close_now(t->data);
+}
+
+/* No more requests on c: closes it once what is queued is written, or after
+ * ADMIN_FLUSH_MS. */
+static void conn_finish(struct admin_conn *c) {
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  if (!c->writing && !c->http.out.len) {
+    conn_close_now(c);
+    return;
+  }
+  if (c->closing) return; /* the flush bound runs already */
+  c->closing = true;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  uv_timer_start(&c->timer, flush_timeout_cb, ADMIN_FLUSH_MS, 0);
+}
+
+/* ---- writing ---- */
+
+static int conn_pump(struct admin_conn *c);
+
+static void write_cb(uv_write_t *req, int status) {
+  struct admin_conn *c = req->data;
+  c->writing = false;
+  c->http.held = 0;
+  zkw_buf_release(&c->flight);
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  if (status < 0) {
+    conn_close_now(c);
+    return;
+  }
+  (void)conn_pump(c); /* closes c itself on error */
+}
+
+/* Writes the queued responses: straight to the socket as far as it takes
+ * them, the rest handed to uv_write (one write at a time; more responses wait
+ * in out). Closes c once the last response is written. Returns 0, or -1 when
+ * c is closing at once. */
+static int conn_pump(struct admin_conn *c) {
+  struct zkw_buf *out = &c->http.out;
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return -1;
+  if (!c->writing && out->len) {
+    uv_buf_t b = uv_buf_init((char *)out->data, (unsigned)out->len);
+    int w = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (w < 0 && w != UV_EAGAIN) {
+      conn_close_now(c);
+      return -1;
+    }
+    size_t done = w > 0 ? (size_t)w : 0;
+    if (done >= out->len) {
+      zkw_buf_release(out);
+    } else {
+      c->flight = *out;
+      *out = (struct zkw_buf){0};
+      b = uv_buf_init((char *)c->flight.data + done, (unsigned)(c->flight.len - done));
+      c->wreq.data = c;
+      if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+        zkw_buf_release(&c->flight);
+        conn_close_now(c);
+        return -1;
+      }
+      c->writing = true;
+      c->http.held = c->flight.len - done;
+    }
+  }
+  if (c->http.done || c->closing) conn_finish(c);
+  return 0;
+}
+
+/* The HTTP side's flush hook. */
+static int conn_flush_hook(struct zkw_admin_http *h) {
+  return conn_pump(h->data);
+}
+
+static const char *status_text(int status) {
+  switch (status) {
+  case 200:
+    return "OK";
+  case 400:
+    return "Bad Request";
+  case 404:
+    return "Not Found";
+  case 405:
+    return "Method Not Allowed";
+  case 408:
+    return "Request Timeout";
+  case 413:
+    return "Content Too Large";
+  case 414:
+    return "URI Too Long";
+  case 431:
+    return "Request Header Fields Too Large";
+  case 503:
+    return "Service Unavailable";
+  default:
+    return "Internal Server Error";
+  }
+}
+
+/* Queues a response whose body is in endpoint.scratch, then empties the scratch. If
+ * last, the connection is closed once it is written. */
+static void respond(struct zkw_admin_http *h, int status, const char *ctype, const char *extra, bool last) {
+  char head[512];
+  int hl = snprintf(head, sizeof head,
+                    "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+                    "%s%s\r\n",
+                    status, status_text(status), ctype, endpoint.scratch.len, extra ? extra : "",
+                    last ? "Connection: close\r\n" : "");
+  ZKW_METRIC_INC(admin_requests);
+  /* A HEAD request (answered 405) gets the head only, as HTTP requires. */
+  bool head_only = h->parser.method == HTTP_HEAD;
+  size_t blen = head_only ? 0 : endpoint.scratch.len;
+  int rc = zkw_buf_append(&h->out, head, (size_t)hl);
+  if (!rc && blen) rc = zkw_buf_append(&h->out, endpoint.scratch.data, blen);
+  endpoint.scratch.len = 0;
+  if (endpoint.scratch.cap > ADMIN_SCRATCH_KEEP) zkw_buf_release(&endpoint.scratch);
+  if (rc) {
+    h->failed = true;
+    return;
+  }
+  if (last) h->done = true;
+  if (h->flush && h->flush(h) != 0) h->failed = true;
+}
+
+/* A text/plain response of one line. */
+static void respond_line(struct zkw_admin_http *h, int status, const char *extra, bool last,
+                         const char *line) {
+  endpoint.scratch.len = 0;
+  if (zkw_text_printf(&endpoint.scratch, "%s\n", line) != 0) {
+    h->failed = true;
+    return;
+  }
+  respond(h, status, "text/plain; charset=utf-8", extra, last);
+}
+
+/* ---- the endpoints ---- */
+
+static const char *phase_name(enum zkw_phase p) {
+  switch (p) {
+  case ZKW_PHASE_HANDSHAKE:
+    return "handshake";
+  case ZKW_PHASE_CONNECTING:
+    return "connecting";
+  case ZKW_PHASE_ACTIVE:
+    return "active";
+  case ZKW_PHASE_RAW:
+    return "four_letter_word";
+  case ZKW_PHASE_CLOSING:
+    return "closing";
+  default:
+    return "unknown";
+  }
+}
+
+static uint32_t outstanding(const struct zkw_session *s) {
+  return s->pending.count + s->pings + s->auths;
+}
+
+/* Fills the gauges that are computed from the live sessions. */
+static void refresh_gauges(void) {
+  int64_t active = 0, plain = 0, out = 0;
+  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
+       s = zkw_session_next((struct zkw_session *)s)) {
+    if (s->phase == ZKW_PHASE_ACTIVE) active++;
+    if (s->phase == ZKW_PHASE_ACTIVE && !zkw_sidecar_incarnation(s)) plain++;
+    out += outstanding(s);
+  }
+  ZKW_METRIC_SET(connections_active, (int64_t)endpoint.srv->session_count);
+  ZKW_METRIC_SET(sessions_active, active);
+  ZKW_METRIC_SET(plain_client_sessions, plain);
+  ZKW_METRIC_SET(outstanding_requests, out);
+  char why[8];
+  ZKW_METRIC_SET(ready, zkw_server_ready(endpoint.srv, why, sizeof why) ? 1 : 0);
+}
+
+#define TRY(expr)                                                                                            \
+  do {                                                                                                       \
+    if ((expr) != 0) return -ENOMEM;                                                                         \
+  } while (0)
+
+/* The session list. The session password is never part of it. */
+static int render_sessions(struct zkw_buf *b) {
+  TRY(zkw_text_printf(b, "{\"count\":%llu,\"sessions\":[", (unsigned long long)endpoint.srv->session_count));
+  bool first = true;
+  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
+       s = zkw_session_next((struct zkw_session *)s)) {
+    TRY(zkw_text_printf(b, "%s{\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":", first ? "" : ",",
+                        (unsigned long long)s->conn, (unsigned long long)s->session_id));
+    first = false;
+    TRY(zkw_text_json_string(b, s->peer, sizeof s->peer));
+    TRY(zkw_text_printf(b, ",\"upstream\":"));
+    if (s->upstream.connected)
+      TRY(zkw_text_json_string(b, s->up_name, sizeof s->up_name));
+    else
+      TRY(zkw_text_printf(b, "null"));
+    TRY(zkw_text_printf(b,
+                        ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u,"
+                        "\"role\":\"%s\",\"incarnation\":%llu}",
+                        phase_name(s->phase), s->timeout, s->read_only ? "true" : "false", outstanding(s),
+                        zkw_sidecar_incarnation(s) ? "incarnation" : "plain",
+                        (unsigned long long)zkw_sidecar_incarnation(s)));
+  }
+  TRY(zkw_text_printf(b, "]}\n"));
+  return 0;
+}
+
+/* ---- the lock report and the status page ---- */
+
+static const char PAGE_STYLE[] =
+    "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:80em}"
+    "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em;border-bottom:1px solid #ccc}"
+    "table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.25em .6em;"
+    "text-align:left;vertical-align:top}th{background:#f0f0f0}.ok{color:#0a6b0a;font-weight:bold}"
+    ".bad{color:#b00000;font-weight:bold}code,.mono{font-family:monospace,monospace}";
+
+#define HTML(b, s, max) TRY(zkw_text_html((b), (s), (max)))
+
+/* One row of the status table: name, then value (HTML-escaped). */
+static int kv_row(struct zkw_buf *b, const char *name, const char *cls, const char *value) {
+  TRY(zkw_text_printf(b, "<tr><th>%s</th><td class=\"%s\">", name, cls));
+  HTML(b, value, 4096);
+  TRY(zkw_text_printf(b, "</td></tr>\n"));
+  return 0;
+}
+
+static int render_page_sessions(struct zkw_buf *b) {
+  TRY(zkw_text_printf(
+      b,
+      "<h2>Sessions (%llu)</h2>\n<table><tr><th>conn</th><th>session</th><th>role</th>"
+      "<th>peer</th><th>upstream</th><th>phase</th><th>timeout ms</th><th>outstanding</th></tr>\n",
+      (unsigned long long)endpoint.srv->session_count));
+  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
+       s = zkw_session_next((struct zkw_session *)s)) {
+    char role[40] = "plain client";
+    if (zkw_sidecar_incarnation(s))
+      snprintf(role, sizeof role, "incarnation %llu", (unsigned long long)zkw_sidecar_incarnation(s));
+    TRY(zkw_text_printf(b, "<tr><td>%llu</td><td class=\"mono\">0x%llx</td><td>%s</td><td>",
+                        (unsigned long long)s->conn, (unsigned long long)s->session_id, role));
+    HTML(b, s->peer, sizeof s->peer);
+    TRY(zkw_text_printf(b, "</td><td>"));
+    HTML(b, s->upstream.connected ? s->up_name : "-", sizeof s->up_name);
+    TRY(zkw_text_printf(b, "</td><td>%s</td><td>%d</td><td>%u</td></tr>\n", phase_name(s->phase), s->timeout,
+                        outstanding(s)));
+  }
+  TRY(zkw_text_printf(b, "</table>\n"));
+  return 0;
+}
+
+#define PAGE_RECLAIMS 20
+
+static int render_page_reclaims(struct zkw_buf *b) {
+  TRY(zkw_text_printf(b,
+                      "<h2>Recent reclaims (%llu in all; the last %d)</h2>\n<table><tr><th>time (UTC)</th>"
+                      "<th>kind</th><th>path</th><th>identity</th><th>incarnation</th><th>session</th>"
+                      "<th>reason</th></tr>\n",
+                      (unsigned long long)zkw_history_total(), PAGE_RECLAIMS));
+  const struct zkw_history_entry *e;
+  for (unsigned i = 0; i < PAGE_RECLAIMS && (e = zkw_history_newest(i)); i++) {
+    char ts[40];
+    zkw_history_time(e, ts, sizeof ts);
+    TRY(zkw_text_printf(b, "<tr><td>%s</td><td>%s</td><td class=\"mono\">", ts,
+                        zkw_history_kind_name(e->kind)));
+    HTML(b, e->path, sizeof e->path);
+    TRY(zkw_text_printf(b, "</td><td>"));
+    HTML(b, e->identity, sizeof e->identity);
+    TRY(zkw_text_printf(b, "</td><td>%llu</td><td class=\"mono\">0x%llx</td><td>",
+                        (unsigned long long)e->incarnation, (unsigned long long)e->session_id));
+    HTML(b, e->reason, sizeof e->reason);
+    TRY(zkw_text_printf(b, "</td></tr>\n"));
+  }
+  TRY(zkw_text_printf(b, "</table>\n"));
+  return 0;
+}
+
+/* The status page; rep is the lock report, or NULL with why it is missing. */
+static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, const char *locks_why) {
+  const struct zkw_config *cfg = endpoint.srv->cfg;
+  static const struct zkw_identity none = {.disabled = true};
+  const struct zkw_identity *id = zkw_sidecar_identity(endpoint.srv);
+  if (!id) id = &none;
+  char why[600], line[700];
+  bool ready = zkw_server_ready(endpoint.srv, why, sizeof why);
+  TRY(zkw_text_printf(b,
+                      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>zkwarden "));
+  HTML(b, cfg->identity, sizeof cfg->identity);
+  TRY(zkw_text_printf(b, "</title><style>%s</style></head><body>\n<h1>zkwarden %s: ", PAGE_STYLE,
+                      ZKW_VERSION));
+  HTML(b, cfg->identity, sizeof cfg->identity);
+  TRY(zkw_text_printf(b, "</h1>\n<table id=\"status\">\n"));
+  TRY(kv_row(b, "identity", "mono", cfg->relay_only ? "(relay mode: none)" : cfg->identity));
+  snprintf(line, sizeof line, "%llu", (unsigned long long)zkw_identity_current(id));
+  TRY(kv_row(b, "incarnation", "", line));
+  snprintf(line, sizeof line, "%s%s", ready ? "ready" : "not ready: ", ready ? "" : why);
+  TRY(kv_row(b, "readiness", ready ? "ok" : "bad", line));
+  if (!cfg->relay_only) {
+    snprintf(line, sizeof line, "%s%s%s", zkw_identity_state_name(id->state), id->why[0] ? ": " : "",
+             id->why);
+    TRY(kv_row(b, "registry", id->state == ZKW_REG_OWNER ? "ok" : "bad", line));
+  }
+  zkw_config_upstream_list(cfg, line, sizeof line);
+  TRY(kv_row(b, "upstream", "mono", line));
+  TRY(kv_row(b, "lock roots", "mono", cfg->raw_lock_roots ? cfg->raw_lock_roots : ""));
+  TRY(zkw_text_printf(b, "</table>\n"));
+  TRY(render_page_sessions(b));
+  TRY(render_page_reclaims(b));
+  TRY(zkw_text_printf(b, "<h2>Locks</h2>\n<div id=\"locks\">\n"));
+  if (rep) {
+    TRY(zkw_locks_render_html_summary(rep, b));
+    TRY(zkw_text_printf(b, "<p>Every lock with its verdict: <a href=\"/v1/locks\">/v1/locks</a> or "
+                           "<code>zkwarden locks</code>.</p>\n"));
+  } else {
+    TRY(zkw_text_printf(b, "<p class=\"bad\">lock report unavailable: "));
+    HTML(b, locks_why, 200);
+    TRY(zkw_text_printf(b, "</p>\n"));
+  }
+  TRY(zkw_text_printf(b,
+                      "</div>\n<p><a href=\"/metrics\">/metrics</a> <a href=\"/readyz\">/readyz</a> "
+                      "<a href=\"/v1/sessions\">/v1/sessions</a> <a href=\"/v1/reclaims\">/v1/reclaims</a> "
+                      "<a href=\"/v1/locks\">/v1/locks</a></p>\n</body></html>\n"));
+  return 0;
+}
+
+/* The lock walk for h's request is over: the answer, then the connection closes. */
+static void walk_answered(void *arg, struct zkw_locks_report *rep) {
+  struct zkw_admin_http *h = arg;
+  h->walk = NULL;
+  endpoint.scratch.len = 0;
+  int rc = h->walk_page ? render_page(&endpoint.scratch, rep, NULL)
+                        : zkw_locks_render_json(rep, &endpoint.scratch);
+  zkw_locks_report_free(rep);
+  if (rc) return respond_line(h, 500, NULL, true, "out of memory");
+  respond(h, 200, h->walk_page ? "text/html; charset=utf-8" : "application/json", NULL, true);
+}
+
+/* Starts the lock walk that answers h. Returns NULL, or why none can run. */
+static const char *start_walk(struct zkw_admin_http *h, bool page) {
+  struct zkw_identity *id = zkw_sidecar_identity(endpoint.srv);
+  if (endpoint.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
+  if (!id || !id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
+  h->walk_page = page;
+  if (zkw_locks_walk_start(id->zk, &endpoint.srv->cfg->lock_roots, endpoint.srv->cfg->registry_root, 0,
+                           walk_answered, h, &h->walk) != 0)
+    return "the registry session refused the reads";
+  return NULL;
+}
+
+static void serve(struct zkw_admin_http *c, bool last) {
+  char path[ZKW_ADMIN_URL_MAX + 1];
+  size_t n = strcspn(c->url, "?#");
+  memcpy(path, c->url, n);
+  path[n] = 0;
+
+  enum { HEALTHZ, READYZ, METRICS, SESSIONS, RECLAIMS, LOCKS, PAGE, NONE } route = NONE;
+  if (strcmp(path, "/") == 0)
+    route = PAGE;
+  else if (strcmp(path, "/v1/locks") == 0)
+    route = LOCKS;
+  else if (strcmp(path, "/healthz") == 0)
+    route = HEALTHZ;
+  else if (strcmp(path, "/readyz") == 0)
+    route = READYZ;
+  else if (strcmp(path, "/metrics") == 0)
+    route = METRICS;
+  else if (strcmp(path, "/v1/sessions") == 0)
+    route = SESSIONS;
+  else if (strcmp(path, "/v1/reclaims") == 0)
+    route = RECLAIMS;
+
+  if (route == NONE) {
+    respond_line(c, 404, NULL, last,
+                 "not found; paths: / /healthz /readyz /metrics /v1/sessions /v1/reclaims /v1/locks");
+    return;
+  }
+  if (llhttp_get_method(&c->parser) != HTTP_GET) {
+    respond_line(c, 405, "Allow: GET\r\n", last, "method not allowed; use GET");
+    return;
+  }
+  endpoint.scratch.len = 0;
+  switch (route) {
+  case HEALTHZ:
+    respond_line(c, 200, NULL, last, "ok");
+    return;
+  case READYZ: {
+    char why[600], line[640];
+    bool ok = zkw_server_ready(endpoint.srv, why, sizeof why);
+    snprintf(line, sizeof line, "%s%s", ok ? "" : "not ready: ", why);
+    respond_line(c, ok ? 200 : 503, NULL, last, line);
+    return;
+  }
+  case METRICS:
+    refresh_gauges();
+    if (zkw_metrics_render(&endpoint.scratch) != 0) break;
+    respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, last);
+    return;
+  case SESSIONS:
+    if (render_sessions(&endpoint.scratch) != 0) break;
+    respond(c, 200, "application/json", NULL, last);
+    return;
+  case RECLAIMS:
+    if (zkw_history_render_json(&endpoint.scratch, ZKW_HISTORY_SIZE) != 0) break;
+    respond(c, 200, "application/json", NULL, last);
+    return;
+  case LOCKS:
+  case PAGE: {
+    const char *why = start_walk(c, route == PAGE);
+    if (!why) return; /* walk_answered follows */
+    if (route == LOCKS) {
+      char line[200];
+      snprintf(line, sizeof line, "lock report unavailable: %s", why);
+      respond_line(c, 503, NULL, last, line);
+      return;
+    }
+    if (render_page(&endpoint.scratch, NULL, why) != 0) break;
+    respond(c, 200, "text/html; charset=utf-8", NULL, last);
+    return;
+  }
+  case NONE:
+    break;
+  }
+  respond_line(c, 500, NULL, true, "out of memory");
+}
+
+/* ---- parsing ---- */
+
+static struct zkw_admin_http *conn_of(llhttp_t *p) {
+  return p->data;
+}
+
+static int refuse(struct zkw_admin_http *c, int status) {
+  if (!c->err_status) c->err_status = status;
+  return -1;
+}
+
+static int on_message_begin(llhttp_t *p) {
+  struct zkw_admin_http *c = conn_of(p);
+  c->in_request = true;
+  c->begun++;
+  c->head_bytes = c->body_bytes = c->url_len = 0;
+  c->url[0] = 0;
+  return 0;
+}
+
+static int count_head(struct zkw_admin_http *c, size_t n) {
+  c->head_bytes += n;
+  return c->head_bytes > ZKW_ADMIN_HEAD_MAX ? refuse(c, 431) : 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n) {
+  struct zkw_admin_http *c = conn_of(p);
+  if (c->url_len + n > ZKW_ADMIN_URL_MAX) return refuse(c, 414);
+  memcpy(c->url + c->url_len, at, n);
+  c->url_len += n;
+  c->url[c->url_len] = 0;
+  return count_head(c, n);
+}
+
+static int on_head_data(llhttp_t *p, const char *at, size_t n) {
+  (void)at;
+  return count_head(conn_of(p), n);
+}
+
+/* Each header line adds ": " and CRLF to the bytes its callbacks report. */
+static int on_header_value_complete(llhttp_t *p) {
+  return count_head(conn_of(p), 4);
+}
+
+static int on_headers_complete(llhttp_t *p) {
+  struct zkw_admin_http *c = conn_of(p);
+  if (p->http_major != 1 || p->http_minor > 1) return refuse(c, 400); /* HTTP/0.9 and others */
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > ZKW_ADMIN_BODY_MAX) return refuse(c, 413);
+  return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n) {
+  struct zkw_admin_http *c = conn_of(p);
+  (void)at;
+  c->body_bytes += n;
+  return c->body_bytes > ZKW_ADMIN_BODY_MAX ? refuse(c, 413) : 0;
+}
+
+static int on_message_complete(llhttp_t *p) {
+  struct zkw_admin_http *c = conn_of(p);
+  c->in_request = false;
+  c->completed++;
+  /* A client that pipelines faster than it reads gets its answers so far,
+   * then the connection closes. So does one that asks for an Upgrade or a
+   * CONNECT tunnel: neither is offered, and what follows the request on the
+   * connection is not HTTP/1.1 to parse (llhttp stops there). */
+  bool last = !llhttp_should_keep_alive(p) || p->upgrade || c->out.len + c->held > ZKW_ADMIN_OUT_MAX ||
+              endpoint.stopping;
+  serve(c, last);
+  return c->done || c->failed || c->walk ? HPE_PAUSED : 0;
+}
+
+void zkw_admin_http_init(struct zkw_admin_http *h) {
+  memset(h, 0, sizeof *h);
+  llhttp_init(&h->parser, HTTP_REQUEST, &endpoint.settings);
+  h->parser.data = h;
+}
+
+void zkw_admin_http_release(struct zkw_admin_http *h) {
+  http_cancel_walk(h);
+  zkw_buf_release(&h->out);
+}
+
+int zkw_admin_http_feed(struct zkw_admin_http *h, const char *data, size_t n) {
+  if (h->failed) return -1;
+  if (h->done || h->walk || n == 0) return 0;
+  llhttp_errno_t err = llhttp_execute(&h->parser, data, n);
+  if (h->failed) return -1;
+  if (err == HPE_OK || err == HPE_PAUSED || h->done) return 0;
+  int status = h->err_status ? h->err_status : 400;
+  char line[200];
+  if (status == 400 && err != HPE_CB_HEADERS_COMPLETE)
+    snprintf(line, sizeof line, "bad request: %s", llhttp_get_error_reason(&h->parser));
+  else if (status == 400)
+    snprintf(line, sizeof line, "bad request: HTTP/1.0 and HTTP/1.1 only");
+  else if (status == 431)
+    snprintf(line, sizeof line, "request head larger than %d bytes", ZKW_ADMIN_HEAD_MAX);
+  else if (status == 414)
+    snprintf(line, sizeof line, "URL longer than %d bytes", ZKW_ADMIN_URL_MAX);
+  else
+    snprintf(line, sizeof line, "request body larger than %d bytes", ZKW_ADMIN_BODY_MAX);
+  zkw_log_debug("admin: refused a request (%d): %s", status, line);
+  respond_line(h, status, NULL, true, line);
+  return h->failed ? -1 : 0;
+}
+
+int zkw_admin_http_timeout(struct zkw_admin_http *h) {
+  if (h->failed) return -1;
+  if (h->done) return 0;
+  respond_line(h, 408, NULL, true, "request not received in time");
+  return h->failed ? -1 : 0;
+}
+
+/* ---- the socket side ---- */
+
+static void request_timeout_cb(uv_timer_t *t) {
+  struct admin_conn *c = t->data;
+  if (c->closing) return;
+  if (c->http.in_request) {
+    if (zkw_admin_http_timeout(&c->http) != 0) conn_close_now(c);
+    return;
+  }
+  conn_close_now(c); /* idle keep-alive connection */
+}
+
+static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf) {
+  (void)hd, (void)suggested;
+  *buf = uv_buf_init(endpoint.readbuf, sizeof endpoint.readbuf);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  struct admin_conn *c = st->data;
+  if (nread < 0) {
+    conn_close_now(c);
+    return;
+  }
+  if (nread == 0 || c->closing) return;
+  uint64_t begun = c->http.begun, completed = c->http.completed;
+  if (zkw_admin_http_feed(&c->http, buf->base, (size_t)nread) != 0) {
+    conn_close_now(c);
+    return;
+  }
+  if (c->http.done || c->closing) {
+    conn_finish(c); /* usually done already by the flush hook */
+    return;
+  }
+  /* A request begun in these bytes must arrive whole in time; after a
+   * complete one, an idle keep-alive connection is bounded. */
+  if (c->http.in_request && c->http.begun != begun)
+    uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_REQUEST_MS, 0);
+  else if (!c->http.in_request && c->http.completed != completed)
+    uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_IDLE_MS, 0);
+}
+
+/* ---- accepting ---- */
+
+static void refused_closed_cb(uv_handle_t *hd) {
+  free(hd);
+}
+
+/* Over the limit: a 503 if the socket takes it at once, then close. */
+static void refuse_connection(uv_stream_t *listener) {
+  static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                             "Content-Length: 27\r\nConnection: close\r\n\r\ntoo many admin connections\n";
+  uv_tcp_t *t = malloc(sizeof *t);
+  if (!t) return;
+  if (uv_tcp_init(endpoint.srv->loop, t) != 0) {
+    free(t);
+    return;
+  }
+  if (uv_accept(listener, (uv_stream_t *)t) == 0) {
+    uv_buf_t b = uv_buf_init((char *)busy, sizeof busy - 1);
+    (void)uv_try_write((uv_stream_t *)t, &b, 1);
+  }
+  ZKW_METRIC_INC(admin_rejected);
+  uv_close((uv_handle_t *)t, refused_closed_cb);
+}
+
+static void on_connection(uv_stream_t *listener, int status) {
+  if (status < 0) {
+    zkw_log_warn("admin accept: %s", uv_strerror(status));
+    return;
+  }
+  if (endpoint.stopping) return;
+  if (endpoint.nconns >= ZKW_ADMIN_MAX_CONNS) {
+    refuse_connection(listener);
+    return;
+  }
+  struct admin_conn *c = calloc(1, sizeof *c);
+  if (!c) {
+    zkw_log_error("admin: out of memory accepting a connection");
+    return;
+  }
+  if (uv_tcp_init(endpoint.srv->loop, &c->tcp) != 0) {
+    free(c);
+    return;
+  }
+  c->tcp.data = c;
+  uv_timer_init(endpoint.srv->loop, &c->timer);
+  c->timer.data = c;
+  c->handles = 2;
+  c->next = endpoint.conns;
+  if (endpoint.conns) endpoint.conns->prev = c;
+  endpoint.conns = c;
+  endpoint.nconns++;
+  zkw_admin_http_init(&c->http);
+  c->http.flush = conn_flush_hook;
+  c->http.data = c;
+  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 ||
+      uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) != 0) {
+    conn_close_now(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  uv_timer_start(&c->timer, request_timeout_cb, ZKW_ADMIN_REQUEST_MS, 0);
+}
+
+/* ---- SIGHUP ---- */
+
+static void on_sighup(uv_signal_t *hd, int signum) {
+  (void)hd, (void)signum;
+  int rc = zkw_log_reopen();
+  if (rc)
+    zkw_log_error("SIGHUP: cannot reopen the log file: %s", strerror(-rc));
+  else
+    zkw_log_info("SIGHUP: log reopened");
+  if (zkw_tls_enabled()) (void)zkw_tls_reload("SIGHUP"); /* logged either way */
+}
+
+/* ---- start and stop ---- */
+
+void zkw_admin_http_setup(struct zkw_server *srv) {
+  endpoint.srv = srv;
+  llhttp_settings_init(&endpoint.settings);
+  endpoint.settings.on_message_begin = on_message_begin;
+  endpoint.settings.on_url = on_url;
+  endpoint.settings.on_header_field = on_head_data;
+  endpoint.settings.on_header_value = on_head_data;
+  endpoint.settings.on_header_value_complete = on_header_value_complete;
+  endpoint.settings.on_headers_complete = on_headers_complete;
+  endpoint.settings.on_body = on_body;
+  endpoint.settings.on_message_complete = on_message_complete;
+}
+
+int zkw_admin_start(struct zkw_server *srv) {
+  memset(&endpoint, 0, sizeof endpoint);
+  zkw_admin_http_setup(srv);
+  zkw_text_sockaddr((const struct sockaddr *)&srv->cfg->admin_listen, endpoint.where, sizeof endpoint.where);
+
+  int rc = uv_tcp_init(srv->loop, &endpoint.listener);
+  if (rc) return rc;
+  rc = uv_tcp_bind(&endpoint.listener, (const struct sockaddr *)&srv->cfg->admin_listen, 0);
+  if (!rc) rc = uv_listen((uv_stream_t *)&endpoint.listener, 128, on_connection);
+  if (rc) {
+    zkw_log_error("cannot listen on %s (ZKWARDEN_ADMIN_LISTEN): %s", endpoint.where, uv_strerror(rc));
+    uv_close((uv_handle_t *)&endpoint.listener, NULL);
+    return rc;
+  }
+  rc = uv_signal_init(srv->loop, &endpoint.sig_hup);
+  if (rc) {
+    zkw_log_error("cannot start the admin endpoint: %s", uv_strerror(rc));
+    uv_close((uv_handle_t *)&endpoint.listener, NULL);
+    return rc;
+  }
+  rc = uv_signal_start(&endpoint.sig_hup, on_sighup, SIGHUP);
+  if (!rc) rc = zkw_health_start(srv);
+  if (rc) {
+    zkw_log_error("cannot start the admin endpoint: %s", uv_strerror(rc));
+    uv_close((uv_handle_t *)&endpoint.listener, NULL);
+    uv_close((uv_handle_t *)&endpoint.sig_hup, NULL);
+    return rc;
+  }
+  endpoint.started = true;
+  zkw_log_info(
+      "admin endpoint on http://%s (/ /healthz /readyz /metrics /v1/sessions /v1/reclaims /v1/locks)",
+      endpoint.where);
+  return 0;
+}
+
+void zkw_admin_stop(void) {
+  if (!endpoint.started || endpoint.stopping) return;
+  endpoint.stopping = true;
+  uv_close((uv_handle_t *)&endpoint.listener, NULL);
+  uv_close((uv_handle_t *)&endpoint.sig_hup, NULL);
+  zkw_health_stop();
+  for (struct admin_conn *c = endpoint.conns; c; c = c->next)
+    conn_close_now(c);
+  zkw_buf_release(&endpoint.scratch);
+}

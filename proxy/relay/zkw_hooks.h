@@ -1,0 +1,70 @@
+/* zkw_hooks.h: the one place where the relay meets a policy. Read this first.
+ *
+ * The relay (zkw_session, zkw_upstream, zkw_inband, zkw_server, zkw_pair)
+ * moves ZooKeeper frames between a client and one upstream server and knows
+ * nothing of identities. A policy (the sidecar: zkw_sidecar.c) sees the
+ * session's life through the table below, set once when the server starts,
+ * and answers with verdicts. With no table (NULL) every frame is forwarded
+ * unchanged.
+ *
+ * Calls, all on the loop thread, in this order for a session:
+ *   on_connect_request   a valid ConnectRequest arrived (before connecting up)
+ *   on_connect_response  the server's first ConnectResponse
+ *   on_request           each client request (not pings, auth, the handshake)
+ *   on_reply             each reply to a client request (not pings, auth,
+ *                        notifications, nor zkwarden's own in-band requests)
+ *   on_close             the session is closing (once)
+ *
+ * Verdicts of on_request and on_reply (negative: a codec status, the session
+ * is closed as a protocol error):
+ *   ZKW_FORWARD   send the frame as it came
+ *   ZKW_REPLACE   send `out` instead (the policy wrote the whole frame there)
+ *   ZKW_DROP      consume it, send nothing
+ *   ZKW_HOLD      (requests) stop processing the client's frames here; the
+ *                 same request comes again after zkw_session_resume
+ *   ZKW_WITHHOLD  (the barrier reply only) keep the reply; the policy ends
+ *                 it later with zkw_session_replay or zkw_session_deliver
+ * A request's FORWARD or REPLACE may carry ZKW_BARRIER: the relay keeps the
+ * frame it sent, and later client frames wait until its reply, which comes
+ * to on_reply with at_barrier set.
+ *
+ * Per-session policy state: the relay allocates session_size bytes with each
+ * session (zeroed, freed with it): zkw_session_policy(s). The back-channel
+ * (what a policy may call) is in zkw_session.h and zkw_pair.h. */
+#ifndef ZKW_HOOKS_H
+#define ZKW_HOOKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zkw_buf.h"
+#include "zkw_codec.h"
+
+struct zkw_session;
+
+enum zkw_verdict {
+  ZKW_FORWARD = 0,
+  ZKW_REPLACE = 1,
+  ZKW_DROP = 2,
+  ZKW_HOLD = 3,
+  ZKW_WITHHOLD = 4,
+};
+#define ZKW_VERDICT_MASK 0xff
+#define ZKW_BARRIER      0x100
+
+struct zkw_hooks {
+  size_t session_size;
+  void (*on_connect_request)(struct zkw_session *s, const struct zkw_connect_req *req);
+  void (*on_connect_response)(struct zkw_session *s, const struct zkw_connect_resp *resp);
+  int (*on_request)(struct zkw_session *s, const struct zkw_request *req, const uint8_t *frame, size_t len,
+                    struct zkw_buf *out);
+  int (*on_reply)(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, bool at_barrier,
+                  struct zkw_buf *out);
+  void (*on_close)(struct zkw_session *s);
+  /* The server stops (SIGTERM): policy timers and handles go (policy: the
+   * server's policy context). */
+  void (*on_stop)(void *policy);
+};
+
+#endif

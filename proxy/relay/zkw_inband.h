@@ -1,0 +1,63 @@
+/* zkw_inband.h: requests of zkwarden's own on a session's upstream connection.
+ *
+ * Reclaim and sweep read and delete locks "in-band": on the JobManager's own
+ * connection, so that they run with exactly its identity and ACL rights
+ * (digest, SASL DIGEST-MD5, Kerberos) and zkwarden never needs its
+ * credentials. A request is encoded here, written on the session's upstream
+ * connection and pushed on the session's pending ring as an owned entry
+ * (zkw_pending.h). Its reply is matched by position like the client's and
+ * handed to the callback, never forwarded: the server answers in order, so
+ * taking replies out leaves the order of the client's own replies intact,
+ * and a consumed reply's zxid is never seen by the client, whose later
+ * replies carry higher ones.
+ *
+ * Xids: positive, counted from ZKW_INBAND_XID_BASE (0x7fff0000) and skipping
+ * any xid outstanding in the ring. The Java client counts its xids up from
+ * 1 and the C client from time(0) (below 0x7fff0000 until 2038), so the
+ * client does not use these soon; and since replies are matched by position,
+ * even a client xid equal to one of ours outstanding later would match right.
+ * Watches: never set (watch=0), so no notification reaches the client
+ * without a watcher of its own.
+ *
+ * A request is written only once the session can take it: established,
+ * upstream connected, no auth (xid -4) or SASL (102) reply outstanding, and
+ * the client has had a reply other than SASL on this connection (a ping,
+ * an auth or a request: clients hold all of these until their SASL exchange
+ * is over). Until then requests wait here in order. A request unanswered after a third of the session
+ * timeout gets ZOPERATIONTIMEOUT (the JobManager's client gives up at two
+ * thirds); when the session closes, every outstanding request gets
+ * ZCONNECTIONLOSS. Callbacks run on the loop thread with the same result
+ * struct as the registry session's (zkw_zk.h). */
+#ifndef ZKW_INBAND_H
+#define ZKW_INBAND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zkw_zk_result.h"
+
+#define ZKW_INBAND_XID_BASE 0x7fff0000
+
+struct zkw_session;
+
+/* Queue a request on s; cb follows exactly once (unless 0 is not returned).
+ * Returns 0, -ENOMEM, -ENAMETOOLONG or -ENOTCONN (the session is closing). */
+int zkw_inband_get(struct zkw_session *s, const char *path, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+int zkw_inband_children(struct zkw_session *s, const char *path, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+int zkw_inband_delete(struct zkw_session *s, const char *path, int version, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+
+/* Relay hooks (zkw_session.c). */
+/* A reply for the client (opcode op, not a notification) arrived: may make
+ * waiting requests sendable. */
+void zkw_inband_client_reply(struct zkw_session *s, int32_t op);
+/* The reply to an owned entry (body: the frame after its length). Returns 0
+ * or a negative codec error (the reply is malformed). */
+int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, size_t len, int32_t op);
+/* The session is closing: outstanding callbacks get ZCONNECTIONLOSS. */
+void zkw_inband_session_closed(struct zkw_session *s);
+
+#endif

@@ -1,0 +1,221 @@
+/* zkw_pair.c: a session's two sockets: writes (straight to the socket when
+ * nothing is queued, else queued and written by libuv), read on and off for
+ * backpressure, the close sequence (a brief flush of what is queued, then
+ * every handle closed) and the reference count that frees the session. */
+#include "zkw_pair.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_metrics.h"
+#include "zkw_tls.h"
+
+/* Bound on flushing queued bytes to a side once the session is closing. */
+#define ZKW_CLOSE_FLUSH_MS 2000
+/* Smallest free space offered to a read. */
+#define ZKW_READ_MIN 4096
+
+static void side_close(struct zkw_side *side);
+
+static void maybe_free(struct zkw_session *s) {
+  if (s->phase != ZKW_PHASE_CLOSING || s->handles > 0) return;
+  struct zkw_server *srv = s->srv;
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    srv->sessions = s->next;
+  if (s->next) s->next->prev = s->prev;
+  srv->session_count--;
+  struct zkw_side *sides[2] = {&s->client, &s->upstream};
+  for (int i = 0; i < 2; i++) {
+    zkw_buf_release(&sides[i]->in);
+    zkw_buf_release(&sides[i]->out);
+    zkw_buf_release(&sides[i]->flight);
+  }
+  zkw_tls_conn_free(s->upstream.tls);
+  zkw_buf_release(&s->barrier_frame);
+  zkw_buf_release(&s->held_reply);
+  zkw_buf_release(&s->scratch);
+  zkw_pending_free(&s->pending);
+  memset(s->passwd, 0, sizeof s->passwd);
+  free(s);
+}
+
+void zkw_session_ref(struct zkw_session *s) {
+  s->handles++;
+}
+
+void zkw_session_unref(struct zkw_session *s) {
+  s->handles--;
+  maybe_free(s);
+}
+
+static void handle_closed_cb(uv_handle_t *h) {
+  struct zkw_session *s = h->type == UV_TIMER ? h->data : ((struct zkw_side *)h->data)->s;
+  zkw_session_unref(s);
+}
+
+static void side_close(struct zkw_side *side) {
+  if (!side->open) return;
+  side->open = false;
+  side->reading = false;
+  uv_close((uv_handle_t *)&side->tcp, handle_closed_cb);
+}
+
+/* Closes a side whose output has drained (or failed) during close, and the
+ * timer once both sides are closed. */
+static void closing_side_done(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  side_close(side);
+  if (!s->client.open && !s->upstream.open && !uv_is_closing((uv_handle_t *)&s->timer))
+    uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
+}
+
+static void close_flush_timeout_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  side_close(&s->client);
+  closing_side_done(&s->upstream);
+}
+
+void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side, int rc) {
+  s->close_class = ZKW_CLOSE_IO_ERROR;
+  zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(rc));
+}
+
+void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
+  if (s->phase == ZKW_PHASE_CLOSING) return;
+  level = zkw_session_level(s, level);
+  if (level <= zkw_log_level) {
+    char reason[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    struct zkw_log_ctx ctx = zkw_session_log_ctx(s);
+    zkw_log_at(level, &ctx, "closed: %s", reason);
+  }
+  if (s->srv->hooks && s->srv->hooks->on_close) s->srv->hooks->on_close(s);
+  s->phase = ZKW_PHASE_CLOSING;
+  if (s->on_closing) s->on_closing(s); /* zkwarden's own requests get a connection loss */
+  if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
+  if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
+  uv_timer_stop(&s->timer);
+  bool flushing = false;
+  struct zkw_side *up = &s->upstream;
+  if (up->tls && up->open && up->connected && zkw_tls_close_notify(up->tls, &up->out) == 0)
+    zkw_side_flush(up); /* the TLS close_notify goes out with the rest */
+  struct zkw_side *sides[2] = {&s->client, &s->upstream};
+  for (int i = 0; i < 2; i++) {
+    struct zkw_side *side = sides[i];
+    if (side->open && side->reading) uv_read_stop((uv_stream_t *)&side->tcp);
+    side->reading = false;
+    if (side->open && side->connected && zkw_side_unsent(side) > 0)
+      flushing = true; /* closed by write_cb */
+    else
+      side_close(side);
+  }
+  if (flushing)
+    uv_timer_start(&s->timer, close_flush_timeout_cb, ZKW_CLOSE_FLUSH_MS, 0);
+  else if (!uv_is_closing((uv_handle_t *)&s->timer))
+    uv_close((uv_handle_t *)&s->timer, handle_closed_cb);
+}
+
+/* ---- writing ---- */
+
+static void write_cb(uv_write_t *req, int status) {
+  struct zkw_side *side = req->data;
+  struct zkw_session *s = side->s;
+  side->writing = false;
+  zkw_buf_release(&side->flight);
+  if (status < 0) {
+    if (s->phase == ZKW_PHASE_CLOSING)
+      closing_side_done(side);
+    else
+      zkw_session_write_failed(s, side, status);
+    return;
+  }
+  if (side->out.len) zkw_side_flush(side);
+  if (s->phase == ZKW_PHASE_CLOSING) {
+    if (!side->writing) closing_side_done(side);
+    return;
+  }
+  struct zkw_side *src = zkw_side_peer(side);
+  if (src->paused && zkw_side_unsent(side) < ZKW_LOW_WATER) {
+    src->paused = false;
+    zkw_side_start_reading(src);
+  }
+}
+
+void zkw_side_flush(struct zkw_side *side) {
+  if (side->writing || !side->out.len || !side->open) return;
+  side->flight = side->out;
+  side->out = (struct zkw_buf){0};
+  uv_buf_t b = uv_buf_init((char *)side->flight.data, (unsigned)side->flight.len);
+  side->wreq.data = side;
+  int rc = uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
+  if (rc) {
+    zkw_buf_release(&side->flight);
+    zkw_session_write_failed(side->s, side, rc);
+    return;
+  }
+  side->writing = true;
+}
+
+int zkw_side_send(struct zkw_side *side, const uint8_t *p, size_t n) {
+  if (!n) return 0;
+  if (side->tls) {
+    /* Encrypted into out: uv_write then tries the socket at once. */
+    if (zkw_tls_encrypt(side->tls, p, n) != 0) return UV_EPROTO;
+    if (zkw_tls_take_output(side->tls, &side->out) != 0) return UV_ENOMEM;
+    zkw_side_flush(side);
+    return 0;
+  }
+  if (!side->writing && !side->out.len) {
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    int w = uv_try_write((uv_stream_t *)&side->tcp, &b, 1);
+    if (w > 0) {
+      p += w;
+      n -= (size_t)w;
+    } else if (w != UV_EAGAIN) {
+      return w;
+    }
+    if (!n) return 0;
+  }
+  int rc = zkw_buf_append(&side->out, p, n);
+  if (rc) return rc;
+  zkw_side_flush(side);
+  return 0;
+}
+
+/* ---- reading ---- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  struct zkw_side *side = h->data;
+  (void)suggested;
+  if (side->tls) {
+    *buf = zkw_tls_read_buf(); /* ciphertext, decrypted into in by read_cb */
+    return;
+  }
+  if (zkw_buf_reserve(&side->in, ZKW_READ_MIN) != 0) {
+    *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
+    return;
+  }
+  *buf = uv_buf_init((char *)side->in.data + side->in.len, (unsigned)(side->in.cap - side->in.len));
+}
+
+void zkw_side_start_reading(struct zkw_side *side) {
+  if (side->reading || side->paused || !side->open || side->s->phase == ZKW_PHASE_CLOSING) return;
+  int rc = uv_read_start((uv_stream_t *)&side->tcp, alloc_cb, side->s->on_read);
+  if (rc) {
+    zkw_session_close(side->s, ZKW_LOG_ERROR, "cannot read from %s: %s", side->name, uv_strerror(rc));
+    return;
+  }
+  side->reading = true;
+}
+
+void zkw_side_stop_reading(struct zkw_side *side) {
+  if (!side->reading) return;
+  uv_read_stop((uv_stream_t *)&side->tcp);
+  side->reading = false;
+}

@@ -1,0 +1,51 @@
+/* zkw_pair.h: a session's two sockets: writing, reading on and off,
+ * closing, and the session's lifetime.
+ *
+ * The lowest module of the relay: zkw_upstream, zkw_inband and zkw_session
+ * build on it, and a policy uses its back-channel part (zkw_session_close,
+ * zkw_session_ref / zkw_session_unref). It reaches the frame loop only
+ * through the session's callbacks (on_read, on_closing). */
+#ifndef ZKW_PAIR_H
+#define ZKW_PAIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zkw_relay.h"
+
+/* Backpressure: a side stops reading while its peer has more than
+ * ZKW_HIGH_WATER bytes unsent, and resumes below ZKW_LOW_WATER. */
+#define ZKW_HIGH_WATER (1024 * 1024)
+#define ZKW_LOW_WATER  (256 * 1024)
+
+/* Closes both sides (flushing what is already queued, briefly) and logs the
+ * reason once at the given level. Safe to call more than once. */
+void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A write to side failed with rc: the session closes as an I/O error. */
+void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side, int rc);
+
+/* A reference keeps the session's memory while closing (a handle, a request
+ * in flight, a policy's pending work). The last unref of a closing session
+ * frees it: after zkw_session_unref, s may be gone. */
+void zkw_session_ref(struct zkw_session *s);
+void zkw_session_unref(struct zkw_session *s);
+
+/* Sends n bytes to side: straight to the socket if nothing is queued, the
+ * rest (or all) copied to side->out. Returns 0 or a negative error. */
+int zkw_side_send(struct zkw_side *side, const uint8_t *p, size_t n) __attribute__((warn_unused_result));
+/* Starts writing side->out if no write is in flight. */
+void zkw_side_flush(struct zkw_side *side);
+void zkw_side_start_reading(struct zkw_side *side);
+void zkw_side_stop_reading(struct zkw_side *side);
+
+/* Bytes queued or in flight to side. */
+static inline size_t zkw_side_unsent(const struct zkw_side *side) {
+  return side->out.len + side->flight.len;
+}
+static inline struct zkw_side *zkw_side_peer(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  return side == &s->client ? &s->upstream : &s->client;
+}
+
+#endif

@@ -1,0 +1,166 @@
+/* zkw_relay.h: the relay's data: a session (one client connection and its
+ * upstream connection) and the server (listener and session list).
+ *
+ * Types only, shared by the relay's modules (zkw_pair, zkw_upstream,
+ * zkw_inband, zkw_session, zkw_server); a policy reads them through the
+ * getters at the end and acts through the back-channel (zkw_session.h,
+ * zkw_pair.h). */
+#ifndef ZKW_RELAY_H
+#define ZKW_RELAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "zkw_buf.h"
+#include "zkw_config.h"
+#include "zkw_hooks.h"
+#include "zkw_log.h"
+#include "zkw_pending.h"
+
+struct zkw_server;
+struct zkw_session;
+struct zkw_tls_conn;
+struct zkw_inband;
+
+enum zkw_phase {
+  ZKW_PHASE_HANDSHAKE,  /* waiting for the client's first frame */
+  ZKW_PHASE_CONNECTING, /* ConnectRequest forwarded, waiting for the response */
+  ZKW_PHASE_ACTIVE,     /* session established: requests and replies */
+  ZKW_PHASE_RAW,        /* four-letter word: bytes relayed as they are */
+  ZKW_PHASE_CLOSING,
+};
+
+/* One socket of the pair. */
+struct zkw_side {
+  uv_tcp_t tcp;
+  struct zkw_session *s;
+  const char *name;      /* "client" or "upstream" */
+  struct zkw_buf in;     /* read, not yet forwarded (at most a partial frame after processing) */
+  struct zkw_buf out;    /* waiting to be written */
+  struct zkw_buf flight; /* handed to uv_write */
+  uv_write_t wreq;
+  struct zkw_tls_conn *tls; /* upstream with ZKWARDEN_UPSTREAM_TLS: in is plaintext, out/flight ciphertext */
+  bool open;                /* tcp initialised and not yet closed */
+  bool connected;
+  bool reading;
+  bool paused; /* reading stopped because the peer's output is full */
+  bool writing;
+};
+
+struct zkw_session {
+  struct zkw_server *srv;
+  struct zkw_session *prev, *next;
+  uint64_t conn;
+  bool internal; /* accepted by the internal relay (zkw_server.h): its lines are logged at debug */
+  char peer[64];
+  enum zkw_phase phase;
+  struct zkw_side client, upstream;
+
+  /* Upstream connection attempts. */
+  uv_timer_t timer; /* client handshake, upstream connect, ConnectResponse, then close-flush bounds */
+  uv_connect_t connect_req;
+  uv_getaddrinfo_t resolve_req;
+  bool resolving;
+  bool upstream_started; /* the client's handshake arrived and connecting began */
+  uint32_t up_first, up_tried;
+  uint32_t up_idx;                         /* index in ZKWARDEN_UPSTREAM of the current upstream */
+  uint32_t up_suspects;                    /* bit i: upstream i was suspect when connecting began */
+  uint64_t up_last_read_ms;                /* uv_now() of the upstream's last bytes (or its connect) */
+  uint32_t up_handshake_ms;                /* bound on the wait for the ConnectResponse */
+  void (*up_ready)(struct zkw_session *s); /* zkw_upstream_connect's callback */
+  char up_name[300];                       /* host:port of the current upstream, for logs */
+
+  /* The ZooKeeper session, from the handshake. */
+  int64_t session_id;
+  int32_t timeout;
+  uint8_t passwd[16];
+  uint8_t passwd_len;
+  bool read_only;
+  bool close_sent;     /* client sent closeSession */
+  uint8_t close_class; /* enum zkw_close_class (zkw_metrics.h): set before zkw_session_close */
+
+  struct zkw_pending pending;
+  uint32_t pings; /* pings awaiting their -2 reply */
+  uint32_t auths; /* auth packets (xid -4) awaiting their reply */
+
+  bool response_seen; /* the ConnectResponse has been handled */
+
+  /* Barrier (zkw_hooks.h, ZKW_BARRIER): after the policy marked a request,
+   * later client frames wait for its reply, so that the policy can act (the
+   * sidecar: reclaim and replay) with nothing else in flight. */
+  bool barrier;
+  bool barrier_replayed;
+  int32_t barrier_xid, barrier_op;
+  struct zkw_buf barrier_frame; /* the forwarded request, for the replay */
+  struct zkw_buf held_reply;    /* its reply, withheld (ZKW_WITHHOLD) */
+  struct zkw_buf scratch;       /* a replaced frame on its way out */
+  bool processing;              /* inside process(): resume afterwards, not now */
+  bool resume_pending;
+
+  /* zkwarden's own requests on this connection (zkw_inband.c). */
+  struct zkw_inband *inband; /* NULL until the first one */
+  bool inband_ok;            /* the client has had a reply other than SASL: its SASL is over */
+
+  /* Set at accept (zkw_session.c): the frame loop's read callback and what
+   * the session's modules do when it closes. */
+  uv_read_cb on_read;
+  void (*on_closing)(struct zkw_session *s);
+
+  int handles; /* open handles and references; freed when it reaches 0 while closing */
+  /* Then the policy's block of hooks->session_size bytes (zkw_session_policy). */
+};
+
+struct zkw_server {
+  uv_loop_t *loop;
+  const struct zkw_config *cfg;
+  uv_tcp_t listener;
+  const struct zkw_hooks *hooks; /* NULL: every frame forwarded unchanged */
+  void *policy;                  /* the policy's context (the sidecar: its zkw_identity), or NULL */
+  struct zkw_session *sessions;  /* doubly linked, newest first */
+  uint64_t session_count;
+  uint64_t next_conn;     /* connection numbers for logs, from 1 */
+  uint32_t next_upstream; /* round-robin start for the next connection */
+  /* uv_now() until which each upstream is tried after the others: it took a
+   * connection (or a handshake) and went silent (zkw_upstream_suspect). */
+  uint64_t up_suspect_until[ZKW_MAX_UPSTREAMS];
+  bool stopping;
+  /* The internal relay (ZKWARDEN_UPSTREAM_TLS=on, sidecar mode): a second
+   * zkw_server on 127.0.0.1:<ephemeral port> in relay mode, whose sessions
+   * are zkwarden's own libzookeeper sessions (registry, fences) on their way
+   * to the TLS ensemble. Its policy context is NULL (no identity, tag or
+   * reclaim) and they do not keep the loop alive; the relay stops after the registry session is
+   * closed (zkw_server_finish). */
+  bool internal;            /* this is the internal relay */
+  struct zkw_server *relay; /* the main server's internal relay, or NULL */
+  char listen_name[80];     /* ZKWARDEN_LISTEN as ip:port, for the config rewrite */
+};
+
+/* The policy's block of this session (zkw_hooks.h), or NULL without one. */
+static inline void *zkw_session_policy(struct zkw_session *s) {
+  return s->srv->hooks && s->srv->hooks->session_size ? (void *)(s + 1) : NULL;
+}
+static inline const void *zkw_session_policy_c(const struct zkw_session *s) {
+  return s->srv->hooks && s->srv->hooks->session_size ? (const void *)(s + 1) : NULL;
+}
+
+/* Log context for lines about this session. */
+static inline struct zkw_log_ctx zkw_session_log_ctx(const struct zkw_session *s) {
+  return (struct zkw_log_ctx){s->conn, s->session_id, s->peer};
+}
+/* The level a session's line is logged at: zkwarden's own sessions through
+ * the internal relay (libzookeeper reconnecting every few ms while no server
+ * can be used) log at debug; /readyz, the probe's line and the metrics say why. */
+static inline enum zkw_log_level zkw_session_level(const struct zkw_session *s, enum zkw_log_level level) {
+  return s->internal ? ZKW_LOG_DEBUG : level;
+}
+#define zkw_slog(s, level, ...)                                                                              \
+  do {                                                                                                       \
+    enum zkw_log_level lvl_ = zkw_session_level((s), (level));                                               \
+    if (lvl_ <= zkw_log_level) {                                                                             \
+      struct zkw_log_ctx ctx_ = zkw_session_log_ctx(s);                                                      \
+      zkw_log_at(lvl_, &ctx_, __VA_ARGS__);                                                                  \
+    }                                                                                                        \
+  } while (0)
+
+#endif

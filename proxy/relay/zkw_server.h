@@ -1,0 +1,34 @@
+/* zkw_server.h: the listener, the set of live sessions and shutdown.
+ *
+ * One zkw_server per process, on one libuv loop. It accepts client
+ * connections on ZKWARDEN_LISTEN, hands each to a new zkw_session under the
+ * policy given at start (zkw_hooks.h), and on zkw_server_stop (main.c's
+ * SIGTERM/SIGINT) stops accepting, closes every session and lets the loop
+ * end. With TLS to the ensemble it also runs the internal relay (zkw_relay.h). */
+#ifndef ZKW_SERVER_H
+#define ZKW_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "zkw_config.h"
+#include "zkw_hooks.h"
+#include "zkw_relay.h"
+
+/* Binds the listener. hooks (may be NULL) and policy (its context, may be
+ * NULL) are the policy of every session; the internal relay gets the same
+ * hooks with a NULL context. Returns 0 or a negative libuv error (logged). */
+int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
+                     const struct zkw_hooks *hooks, void *policy) __attribute__((warn_unused_result));
+/* zkw_server_start's first step, without the listener (tests use it). */
+void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
+                     const struct zkw_hooks *hooks, void *policy);
+/* Stops accepting and closes every session; the loop ends once all are gone. */
+void zkw_server_stop(struct zkw_server *srv);
+/* After the loop ended: runs last(arg) (a blocking goodbye to the ensemble,
+ * e.g. closing the registry session), on a thread while the loop serves the
+ * internal relay when there is one, then stops the relay and TLS. */
+void zkw_server_finish(struct zkw_server *srv, void (*last)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,97 @@
+/* zkw_locks.h: the lock report of `zkwarden locks` and GET /v1/locks.
+ *
+ * A walk lists every node under ZKWARDEN_LOCK_ROOTS through a zkw_zk session
+ * (the CLI's own, or the daemon's registry session), reads every node whose
+ * name is a UUID (a lock by the lock rule, zkw_lockrule.h) and the registry
+ * record of every identity named in a tag or listed in the registry, with at
+ * most ZKW_LOCKS_WINDOW reads in flight. Each lock then gets the verdict of
+ * zkw_lock_why_not_stale, the rule reclaim and sweeps use, in the same words.
+ * Nodes that cannot be read (NOAUTH under creator ACLs, ...) are listed as
+ * unreadable with the error, never guessed at.
+ *
+ * The state node a lock guards is its parent (Flink up to 1.14:
+ * <state>/<uuid>), or its grandparent when the parent is called `locks`
+ * (Flink 1.15 and later: <state>/locks/<uuid>). Flink cannot delete a state
+ * node while any lock is under it; the report says which ones only reclaim
+ * would free, and which are held and why.
+ *
+ * The walk never blocks: results arrive through the zkw_zk callbacks on the
+ * loop, and done is called once, on the loop. */
+#ifndef ZKW_LOCKS_H
+#define ZKW_LOCKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zkw_buf.h"
+#include "zkw_lockrule.h"
+#include "zkw_zk.h"
+
+#define ZKW_LOCKS_WINDOW    64      /* reads in flight */
+#define ZKW_LOCKS_MAX_NODES 2000000 /* nodes visited before the walk stops (truncated) */
+
+struct zkw_lock_entry {
+  char *path;
+  char *state;          /* the state node it guards */
+  int id;               /* index into the report's identities; -1: untagged */
+  uint64_t incarnation; /* from the tag */
+  int64_t owner;        /* ephemeralOwner (0: persistent) */
+  int64_t czxid;
+  int32_t version;
+  const char *why; /* not stale: why (zkw_lock_why_not_stale); NULL: stale */
+};
+
+struct zkw_locks_identity {
+  char name[ZKW_IDENTITY_MAX + 1];
+  uint64_t current;   /* current incarnation from the registry record (0: unknown) */
+  const char *record; /* "ok", or why the record gives no incarnation */
+  size_t locks, stale;
+};
+
+struct zkw_locks_unreadable {
+  char *path;
+  int rc; /* the ZooKeeper error */
+};
+
+struct zkw_locks_report {
+  struct zkw_lock_entry *locks; /* sorted by state node, then path */
+  size_t nlocks, capl;
+  struct zkw_locks_identity *ids; /* sorted by name once done */
+  size_t nids, capi;
+  struct zkw_locks_unreadable *unreadable;
+  size_t nunreadable, capu;
+  size_t visited;
+  size_t stale, untagged;
+  bool truncated;
+  int64_t asking_session; /* the verdicts' asking session (0: none) */
+  double seconds;         /* the walk's duration */
+  char roots[1024];       /* the lock roots walked, comma-separated */
+};
+
+struct zkw_locks_walk;
+typedef void (*zkw_locks_done)(void *arg, struct zkw_locks_report *rep);
+
+/* Starts a walk. On success *out is the walk and done(arg, report) follows
+ * once (the report is the caller's to free with zkw_locks_report_free).
+ * Returns 0, or -1 if nothing could be sent (the session is not usable). */
+int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, const char *registry_root,
+                         int64_t asking_session, zkw_locks_done done, void *arg, struct zkw_locks_walk **out)
+    __attribute__((warn_unused_result));
+/* done will not be called; the walk frees itself once its reads are back. */
+void zkw_locks_walk_cancel(struct zkw_locks_walk *w);
+void zkw_locks_report_free(struct zkw_locks_report *rep);
+
+/* Renderings; each appends to b and returns 0 or -ENOMEM. */
+int zkw_locks_render_json(const struct zkw_locks_report *rep, struct zkw_buf *b)
+    __attribute__((warn_unused_result));
+int zkw_locks_render_table(const struct zkw_locks_report *rep, struct zkw_buf *b)
+    __attribute__((warn_unused_result));
+/* The summary (one row per identity, and the counts) as HTML table rows. */
+int zkw_locks_render_html_summary(const struct zkw_locks_report *rep, struct zkw_buf *b)
+    __attribute__((warn_unused_result));
+
+/* Name of the identity of a lock ("" when untagged). */
+const char *zkw_locks_identity_of(const struct zkw_locks_report *rep, const struct zkw_lock_entry *e);
+
+#endif

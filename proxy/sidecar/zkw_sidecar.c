@@ -1,0 +1,115 @@
+/* zkw_sidecar.c: the sidecar's answers to the relay (zkw_hooks.h).
+ *
+ * Requests: the session's first request that acts as the JobManager begins
+ * its incarnation (held until the previous one is fenced and this one
+ * recorded); an incarnation's lock creates are tagged, and a lock create or
+ * a delete under the lock roots becomes the barrier request (held back while
+ * a sweep deletes). Replies: a barrier request's NODEEXISTS / NOTEMPTY is
+ * withheld while a reclaim runs; getData replies are untagged, and those of
+ * /zookeeper/config name the sidecar. */
+#include "zkw_sidecar.h"
+
+#include <string.h>
+
+#include "zkw_lockrule.h"
+#include "zkw_reclaim.h"
+#include "zkw_rewrite.h"
+#include "zkw_session.h"
+
+static bool is_config_node(struct zkw_bytes path) {
+  size_t n = strlen(ZKW_CONFIG_NODE);
+  return path.len == (int32_t)n && memcmp(path.p, ZKW_CONFIG_NODE, n) == 0;
+}
+
+static int on_request(struct zkw_session *s, const struct zkw_request *req, const uint8_t *frame, size_t len,
+                      struct zkw_buf *out) {
+  (void)frame, (void)len;
+  struct zkw_sc_session *sc = zkw_sc(s);
+  const struct zkw_config *cfg = s->srv->cfg;
+  if (sc->hold_jm) return ZKW_HOLD;
+  if (!sc->acts_as_jm && zkw_acts_as_jobmanager(&cfg->lock_roots, req) && zkw_identity_on_jm_request(s))
+    return ZKW_HOLD;
+  int verdict = ZKW_FORWARD;
+  bool lock_request = false;
+  if (sc->incarnation &&
+      (req->type == ZKW_OP_CREATE || req->type == ZKW_OP_CREATE2 || req->type == ZKW_OP_MULTI)) {
+    struct zkw_tagger t = {&cfg->lock_roots, cfg->identity, sc->incarnation, s->session_id};
+    int locks = 0;
+    int rc = zkw_rewrite_request(req, &t, out, &locks);
+    if (rc < 0) return rc;
+    if (rc == 1) verdict = ZKW_REPLACE;
+    lock_request = locks > 0 && req->type != ZKW_OP_MULTI;
+  } else if (sc->incarnation && req->type == ZKW_OP_DELETE) {
+    lock_request = zkw_under_lock_roots(&cfg->lock_roots, req->op.path);
+  }
+  if (lock_request) {
+    /* While a sweep decides which locks are stale, lock requests wait. */
+    struct zkw_identity *id = s->srv->policy;
+    if (id && zkw_sweep_holding(id)) {
+      zkw_buf_release(out);
+      return ZKW_HOLD;
+    }
+    verdict |= ZKW_BARRIER; /* a reclaim and the replay run with nothing else in flight */
+  }
+  if (req->type == ZKW_OP_GET_DATA && is_config_node(req->op.path)) sc->config_xid = req->xid;
+  return verdict;
+}
+
+/* The barrier request's reply: NODEEXISTS on a lock create, NOTEMPTY on a
+ * delete may be a stale lock in the way: withheld while reclaiming. */
+static int on_barrier_reply(struct zkw_session *s, const struct zkw_reply *rep) {
+  size_t len;
+  const uint8_t *body = zkw_session_barrier_request(s, &len);
+  struct zkw_request req;
+  if (!body || !s->srv->policy || zkw_decode_request(body, len, &req) != ZKW_OK) return ZKW_FORWARD;
+  bool is_create = req.type != ZKW_OP_DELETE;
+  if (rep->err != (is_create ? ZKW_ZERR_NODEEXISTS : ZKW_ZERR_NOTEMPTY)) return ZKW_FORWARD;
+  return zkw_reclaim_start(s, is_create, req.op.path) ? ZKW_WITHHOLD : ZKW_FORWARD;
+}
+
+static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, bool at_barrier,
+                    struct zkw_buf *out) {
+  if (at_barrier) return on_barrier_reply(s, rep);
+  struct zkw_sc_session *sc = zkw_sc(s);
+  int rc;
+  if (op == ZKW_OP_GET_DATA && sc->config_xid == rep->xid) {
+    sc->config_xid = 0;
+    rc = zkw_rewrite_config_reply(rep, s->srv->listen_name, out);
+  } else {
+    rc = zkw_rewrite_untag_reply(rep, op, out);
+  }
+  return rc < 0 ? rc : rc == 1 ? ZKW_REPLACE : ZKW_FORWARD;
+}
+
+static void on_stop(void *policy) {
+  if (policy) zkw_identity_stop(policy);
+}
+
+const struct zkw_hooks zkw_sidecar_hooks = {
+    .session_size = sizeof(struct zkw_sc_session),
+    .on_connect_request = zkw_identity_on_connect_request,
+    .on_connect_response = zkw_identity_on_connect_response,
+    .on_request = on_request,
+    .on_reply = on_reply,
+    .on_close = zkw_identity_on_session_closed,
+    .on_stop = on_stop,
+};
+
+int zkw_sidecar_start(struct zkw_identity *id, struct zkw_server *srv) {
+  int rc = zkw_identity_start(id, srv);
+  id->on_incarnation = zkw_sweep_soon; /* identity_start cleared it */
+  return rc;
+}
+
+void zkw_sidecar_finish(void *id) {
+  zkw_identity_finish(id);
+}
+
+struct zkw_identity *zkw_sidecar_identity(const struct zkw_server *srv) {
+  return srv->hooks == &zkw_sidecar_hooks ? srv->policy : NULL;
+}
+
+uint64_t zkw_sidecar_incarnation(const struct zkw_session *s) {
+  const struct zkw_sc_session *sc = s->srv->hooks == &zkw_sidecar_hooks ? zkw_sc_c(s) : NULL;
+  return sc ? sc->incarnation : 0;
+}

@@ -1,0 +1,344 @@
+/* zkw_zk.c: libzookeeper_mt completions and watchers handed to the loop. */
+#include "zkw_zk.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_log.h"
+#include "zkw_tls.h"
+
+enum op_kind { OP_RESULT, OP_EVENT };
+
+struct zk_op {
+  struct zk_op *next;
+  struct zkw_zk *zk;
+  enum op_kind kind;
+  zkw_zk_cb cb;
+  void *arg;
+  struct zkw_zk_result r;
+  int ev_type, ev_state; /* OP_EVENT */
+  char *ev_path;
+};
+
+struct zkw_zk {
+  uv_loop_t *loop;
+  uv_async_t async;
+  pthread_mutex_t mu;
+  struct zk_op *head, *tail; /* completed, waiting for the loop */
+  zhandle_t *zh;
+  char *hosts;
+  char *auth;
+  int timeout_ms;
+  zkw_zk_event_cb on_event;
+  void *arg;
+  bool connected;
+  int64_t session_id;
+  int negotiated;
+  int outstanding; /* operations whose callback has not run yet (loop thread only) */
+  bool closing;    /* close the uv handle once the last one has run */
+  bool enforced_logged;
+};
+
+static void push(struct zkw_zk *zk, struct zk_op *op) {
+  pthread_mutex_lock(&zk->mu);
+  op->next = NULL;
+  if (zk->tail)
+    zk->tail->next = op;
+  else
+    zk->head = op;
+  zk->tail = op;
+  pthread_mutex_unlock(&zk->mu);
+  uv_async_send(&zk->async);
+}
+
+static void free_result(struct zkw_zk_result *r) {
+  free(r->data);
+  for (int i = 0; i < r->child_count; i++)
+    free(r->children[i]);
+  free(r->children);
+  free(r->path);
+}
+
+static int open_handle(struct zkw_zk *zk);
+
+/* The server closed the session for want of authentication: say which
+ * server setting does it and what zkwarden can do about it, once. */
+static void enforced_auth(struct zkw_zk *zk) {
+  if (zk->enforced_logged) return;
+  zk->enforced_logged = true;
+  zkw_log_error("the ensemble requires authentication (zookeeper.enforce.auth.enabled=true) with a scheme "
+                "zkwarden's own session lacks (zookeeper.enforce.auth.schemes): %s; zkwarden's registry and "
+                "fencing sessions can authenticate with digest only (ZKWARDEN_REGISTRY_AUTH), not SASL: add "
+                "digest to zookeeper.enforce.auth.schemes, or run with ZKWARDEN_MODE=relay",
+                zk->auth ? "digest was sent, so the server requires SASL"
+                         : "ZKWARDEN_REGISTRY_AUTH is not set, so nothing was sent");
+}
+
+static void drain(uv_async_t *h) {
+  struct zkw_zk *zk = h->data;
+  pthread_mutex_lock(&zk->mu);
+  struct zk_op *op = zk->head;
+  zk->head = zk->tail = NULL;
+  pthread_mutex_unlock(&zk->mu);
+  while (op) {
+    struct zk_op *next = op->next;
+    if (op->kind == OP_EVENT) {
+      if (op->ev_type == ZOO_SESSION_EVENT) {
+        zk->connected = op->ev_state == ZOO_CONNECTED_STATE;
+        if (zk->connected && zk->zh) {
+          zk->session_id = zoo_client_id(zk->zh)->client_id;
+          zk->negotiated = zoo_recv_timeout(zk->zh);
+        }
+      }
+      if (zk->on_event) zk->on_event(zk->arg, op->ev_type, op->ev_state, op->ev_path);
+      if (op->ev_type == ZOO_SESSION_EVENT && op->ev_state == ZOO_EXPIRED_SESSION_STATE) {
+        zkw_log_warn("registry session 0x%llx expired; opening a new one",
+                     (unsigned long long)zk->session_id);
+        zookeeper_close(zk->zh);
+        zk->zh = NULL;
+        if (open_handle(zk) != 0) zkw_log_error("cannot open a new registry session");
+      }
+      free(op->ev_path);
+    } else {
+      zk->outstanding--;
+      if (op->r.rc == ZSESSIONCLOSEDREQUIRESASLAUTH) enforced_auth(zk);
+      op->cb(op->arg, &op->r);
+      free_result(&op->r);
+    }
+    free(op);
+    op = next;
+  }
+  if (zk->closing && zk->outstanding == 0 && !uv_is_closing((uv_handle_t *)&zk->async))
+    uv_close((uv_handle_t *)&zk->async, NULL);
+}
+
+static void watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
+  (void)zh;
+  struct zkw_zk *zk = ctx;
+  struct zk_op *op = calloc(1, sizeof *op);
+  if (!op) return;
+  op->kind = OP_EVENT;
+  op->ev_type = type;
+  op->ev_state = state;
+  op->ev_path = strdup(path ? path : "");
+  push(zk, op);
+}
+
+/* The C client's own log lines (connection attempts, errors while the
+ * ensemble is down): at debug, in zkwarden's format, never on raw stderr. */
+void zkw_zk_client_log(const char *message) {
+  zkw_log_debug("libzookeeper: %s", message);
+}
+
+static int open_handle(struct zkw_zk *zk) {
+  zk->connected = false;
+  zk->zh = zookeeper_init2(zk->hosts, watcher, zk->timeout_ms, NULL, zk, 0, zkw_zk_client_log);
+  if (!zk->zh) return -errno;
+  /* The C client would resolve the host list again at every turn of its I/O
+   * thread (getaddrinfo with a netlink dump: about 10 syscalls); resolve at
+   * (re)connects only. tests/bench: a third of the syscalls per new session. */
+  zoo_set_servers_resolution_delay(zk->zh, -1);
+  if (zk->auth) {
+    int rc = zoo_add_auth(zk->zh, "digest", zk->auth, (int)strlen(zk->auth), NULL, NULL);
+    if (rc != ZOK) zkw_log_error("registry: cannot add digest auth: %s", zerror(rc));
+  }
+  return 0;
+}
+
+int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
+                zkw_zk_event_cb on_event, void *arg) {
+  struct zkw_zk *zk = calloc(1, sizeof *zk);
+  if (!zk) return -ENOMEM;
+  zk->loop = loop;
+  zk->hosts = strdup(zkw_tls_route(hosts)); /* the internal relay under TLS */
+  zk->auth = auth ? strdup(auth) : NULL;
+  zk->timeout_ms = timeout_ms;
+  zk->on_event = on_event;
+  zk->arg = arg;
+  pthread_mutex_init(&zk->mu, NULL);
+  zoo_set_debug_level(zkw_log_level >= ZKW_LOG_DEBUG ? ZOO_LOG_LEVEL_WARN : ZOO_LOG_LEVEL_ERROR);
+  int rc = uv_async_init(loop, &zk->async, drain);
+  if (rc) {
+    free(zk->hosts);
+    free(zk->auth);
+    free(zk);
+    return rc;
+  }
+  zk->async.data = zk;
+  rc = open_handle(zk);
+  if (rc) {
+    uv_close((uv_handle_t *)&zk->async, NULL);
+    return rc;
+  }
+  *out = zk;
+  return 0;
+}
+
+void zkw_zk_close_handle(struct zkw_zk *zk) {
+  /* Operations in flight still deliver their results (the session stays
+   * open until zkw_zk_close), so their owners can let go of what they hold;
+   * libzookeeper fails them within its session timeout if the ensemble is
+   * gone. */
+  zk->closing = true;
+  if (zk->outstanding == 0 && !uv_is_closing((uv_handle_t *)&zk->async))
+    uv_close((uv_handle_t *)&zk->async, NULL);
+}
+
+void zkw_zk_close(struct zkw_zk *zk) {
+  if (zk->zh) zookeeper_close(zk->zh);
+  zk->zh = NULL;
+  struct zk_op *op = zk->head;
+  while (op) {
+    struct zk_op *next = op->next;
+    if (op->kind == OP_EVENT)
+      free(op->ev_path);
+    else
+      free_result(&op->r);
+    free(op);
+    op = next;
+  }
+  pthread_mutex_destroy(&zk->mu);
+  if (zk->auth) memset(zk->auth, 0, strlen(zk->auth));
+  free(zk->auth);
+  free(zk->hosts);
+  free(zk);
+}
+
+bool zkw_zk_connected(const struct zkw_zk *zk) {
+  return zk->connected;
+}
+int64_t zkw_zk_session_id(const struct zkw_zk *zk) {
+  return zk->session_id;
+}
+int zkw_zk_timeout(const struct zkw_zk *zk) {
+  return zk->negotiated;
+}
+const char *zkw_zk_error(int rc) {
+  return zerror(rc);
+}
+
+/* ---- completions (on libzookeeper's thread) ---- */
+
+static struct zk_op *new_op(struct zkw_zk *zk, zkw_zk_cb cb, void *arg) {
+  struct zk_op *op = calloc(1, sizeof *op);
+  if (!op) return NULL;
+  op->zk = zk;
+  op->kind = OP_RESULT;
+  op->cb = cb;
+  op->arg = arg;
+  op->r.data_len = -1;
+  return op;
+}
+
+static void copy_stat(struct zk_op *op, const struct Stat *stat) {
+  if (!stat) return;
+  op->r.stat = *stat;
+  op->r.has_stat = true;
+}
+
+static void data_done(int rc, const char *value, int len, const struct Stat *stat, const void *data) {
+  struct zk_op *op = (struct zk_op *)data;
+  op->r.rc = rc;
+  if (rc == ZOK && value && len >= 0) {
+    op->r.data = malloc((size_t)len + 1);
+    if (op->r.data) {
+      memcpy(op->r.data, value, (size_t)len);
+      op->r.data[len] = 0;
+      op->r.data_len = len;
+    } else {
+      op->r.rc = ZSYSTEMERROR;
+    }
+  }
+  if (rc == ZOK) copy_stat(op, stat);
+  push(op->zk, op);
+}
+
+static void stat_done(int rc, const struct Stat *stat, const void *data) {
+  struct zk_op *op = (struct zk_op *)data;
+  op->r.rc = rc;
+  if (rc == ZOK) copy_stat(op, stat);
+  push(op->zk, op);
+}
+
+static void void_done(int rc, const void *data) {
+  struct zk_op *op = (struct zk_op *)data;
+  op->r.rc = rc;
+  push(op->zk, op);
+}
+
+static void string_done(int rc, const char *value, const void *data) {
+  struct zk_op *op = (struct zk_op *)data;
+  op->r.rc = rc;
+  if (rc == ZOK && value) op->r.path = strdup(value);
+  push(op->zk, op);
+}
+
+static void strings_done(int rc, const struct String_vector *v, const void *data) {
+  struct zk_op *op = (struct zk_op *)data;
+  op->r.rc = rc;
+  if (rc == ZOK && v && v->count > 0) {
+    op->r.children = calloc((size_t)v->count, sizeof(char *));
+    if (!op->r.children) {
+      op->r.rc = ZSYSTEMERROR;
+    } else {
+      for (int i = 0; i < v->count; i++) {
+        op->r.children[i] = strdup(v->data[i]);
+        if (!op->r.children[i]) {
+          op->r.rc = ZSYSTEMERROR;
+          break;
+        }
+        op->r.child_count = i + 1;
+      }
+    }
+  }
+  push(op->zk, op);
+}
+
+/* Runs the call; on an immediate error frees the op and returns the error. */
+#define ZKW_ZK_CALL(zk, cb, arg, call)                                                                       \
+  do {                                                                                                       \
+    if (!(zk)->zh || (zk)->closing) return ZINVALIDSTATE;                                                    \
+    struct zk_op *op = new_op((zk), (cb), (arg));                                                            \
+    if (!op) return ZSYSTEMERROR;                                                                            \
+    int rc_ = (call);                                                                                        \
+    if (rc_ != ZOK)                                                                                          \
+      free(op);                                                                                              \
+    else                                                                                                     \
+      (zk)->outstanding++;                                                                                   \
+    return rc_;                                                                                              \
+  } while (0)
+
+int zkw_zk_get(struct zkw_zk *zk, const char *path, bool watch, zkw_zk_cb cb, void *arg) {
+  ZKW_ZK_CALL(zk, cb, arg, zoo_aget(zk->zh, path, watch, data_done, op));
+}
+
+int zkw_zk_exists(struct zkw_zk *zk, const char *path, bool watch, zkw_zk_cb cb, void *arg) {
+  ZKW_ZK_CALL(zk, cb, arg, zoo_aexists(zk->zh, path, watch, stat_done, op));
+}
+
+int zkw_zk_children(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg) {
+  ZKW_ZK_CALL(zk, cb, arg, zoo_aget_children(zk->zh, path, 0, strings_done, op));
+}
+
+int zkw_zk_create(struct zkw_zk *zk, const char *path, const char *data, int len, bool ephemeral,
+                  zkw_zk_cb cb, void *arg) {
+  const struct ACL_vector *acl = zk->auth ? &ZOO_CREATOR_ALL_ACL : &ZOO_OPEN_ACL_UNSAFE;
+  ZKW_ZK_CALL(
+      zk, cb, arg,
+      zoo_acreate(zk->zh, path, data, len, acl, ephemeral ? ZOO_EPHEMERAL : ZOO_PERSISTENT, string_done, op));
+}
+
+int zkw_zk_set(struct zkw_zk *zk, const char *path, const char *data, int len, int version, zkw_zk_cb cb,
+               void *arg) {
+  ZKW_ZK_CALL(zk, cb, arg, zoo_aset(zk->zh, path, data, len, version, stat_done, op));
+}
+
+int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb, void *arg) {
+  ZKW_ZK_CALL(zk, cb, arg, zoo_adelete(zk->zh, path, version, void_done, op));
+}
+
+int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg) {
+  ZKW_ZK_CALL(zk, cb, arg, zoo_async(zk->zh, path, string_done, op));
+}

@@ -1,0 +1,57 @@
+/* zkw_zk.h: zkwarden's own ZooKeeper session, on libzookeeper_mt, bridged
+ * to the libuv loop.
+ *
+ * libzookeeper_mt calls completions and watchers on its own threads. Here
+ * every completion copies its result into an operation record and queues it;
+ * a uv_async_t wakes the loop, which runs the caller's callback. So the rest
+ * of zkwarden only ever sees ZooKeeper results on the loop thread, and never
+ * blocks the loop waiting for them. The session is re-created when it
+ * expires. Used for the registry only: reclaim reads and deletes go in-band
+ * on the JobManager's connection (zkw_inband.h). */
+#ifndef ZKW_ZK_H
+#define ZKW_ZK_H
+
+#include <stdbool.h>
+#include <uv.h>
+#include <zookeeper/zookeeper.h>
+
+#include "zkw_zk_result.h"
+
+struct zkw_zk;
+
+/* Session state changes and node watch events, on the loop thread.
+ * type is ZOO_SESSION_EVENT for state changes (state ZOO_CONNECTED_STATE,
+ * ZOO_EXPIRED_SESSION_STATE, ...), else a node event with its path. */
+typedef void (*zkw_zk_event_cb)(void *arg, int type, int state, const char *path);
+
+/* hosts: "h:p,h:p"; auth: "user:password" for the digest scheme or NULL. */
+int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
+                zkw_zk_event_cb on_event, void *arg) __attribute__((warn_unused_result));
+/* Closes the session (its ephemerals go at once) and frees everything.
+ * Blocks briefly: call at shutdown, outside callbacks. Pending callbacks
+ * are not called. */
+void zkw_zk_close(struct zkw_zk *zk);
+/* Closes the uv handle only (the loop can then end); call before zkw_zk_close. */
+void zkw_zk_close_handle(struct zkw_zk *zk);
+
+bool zkw_zk_connected(const struct zkw_zk *zk);
+int64_t zkw_zk_session_id(const struct zkw_zk *zk);
+int zkw_zk_timeout(const struct zkw_zk *zk);
+
+/* Asynchronous operations; each returns ZOK or an immediate error (then cb is
+ * not called). watch: set a watch whose event reaches on_event. */
+int zkw_zk_get(struct zkw_zk *zk, const char *path, bool watch, zkw_zk_cb cb, void *arg);
+int zkw_zk_exists(struct zkw_zk *zk, const char *path, bool watch, zkw_zk_cb cb, void *arg);
+int zkw_zk_children(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
+int zkw_zk_create(struct zkw_zk *zk, const char *path, const char *data, int len, bool ephemeral,
+                  zkw_zk_cb cb, void *arg);
+int zkw_zk_set(struct zkw_zk *zk, const char *path, const char *data, int len, int version, zkw_zk_cb cb,
+               void *arg);
+int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb, void *arg);
+int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
+
+const char *zkw_zk_error(int rc);
+/* Log callback for libzookeeper handles (zookeeper_init2). */
+void zkw_zk_client_log(const char *message);
+
+#endif
