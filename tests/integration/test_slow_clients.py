@@ -156,10 +156,14 @@ def abort_close(sock):
     sock.close()
 
 
-def open_idle(port, n, batch=500, timeout=30.0):
-    """n connections to port, opened non-blocking in batches (each batch
-    connected before the next, so that the accept backlog never overflows).
-    Returns the sockets; fails if one does not connect."""
+def open_idle(port, n, batch=500, timeout=30.0, accepted=None):
+    """n connections to port, opened non-blocking in batches, each batch
+    connected before the next. A connect completes once the kernel queued
+    it, before the server accepts it: with accepted(count), each batch also
+    waits until the server took the connections so far, so that its accept
+    backlog never overflows (a dropped handshake ACK is retried by the kernel
+    with a backoff of seconds). Returns the sockets; fails if one does not
+    connect."""
     socks = []
     ep = select.epoll()
     try:
@@ -183,6 +187,8 @@ def open_idle(port, n, batch=500, timeout=30.0):
                     ep.unregister(fd)
                     err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                     assert err == 0, "connect #%d failed: %s" % (len(socks), os.strerror(err))
+            if accepted:
+                wait_until(lambda: accepted(len(socks)), timeout, what="%d connections accepted" % len(socks))
     except BaseException:
         for s in socks:
             abort_close(s)
@@ -438,7 +444,7 @@ def test_10000_idle_connections(zk_server, zkwarden_factory, kazoo_factory, spar
     base_fds, base_rss = open_fds(pid), proc_kib(pid)
     base_conns = metric(proxy, "zkwarden_connections_active")
     t0 = time.monotonic()
-    socks = open_idle(proxy.port, n)
+    socks = open_idle(proxy.port, n, accepted=lambda k: open_fds(pid) >= base_fds + k)
     try:
         opened_s = time.monotonic() - t0
         wait_until(lambda: open_fds(pid) >= base_fds + n, 30,
