@@ -15,6 +15,9 @@
 #define ZKW_MIN_REPLY 16  /* xid + zxid + err */
 /* ConnectRequest body: 44 bytes, or 45 with readOnly (16-byte passwd). */
 #define ZKW_CONNECT_REQ_MIN 28  /* empty passwd, no readOnly */
+/* Bound on a ConnectRequest: every real client's is under 100 bytes, so a
+ * longer one is refused from its length alone, before it is read. */
+#define ZKW_CONNECT_REQ_MAX 1024
 #define ZKW_CONNECT_RESP_MIN 20 /* empty passwd, no readOnly */
 
 /* Splits a byte stream into frames. Looks at buf[0..avail) and, if a whole

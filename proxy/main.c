@@ -11,6 +11,7 @@
 #include "zkw_admin.h"
 #include "zkw_buf.h"
 #include "zkw_config.h"
+#include "zkw_fault.h"
 #include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
@@ -99,6 +100,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (zkw_fault_init() != 0) return 2;
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN); /* until the admin module handles it (log reopen) */
   zkw_metrics_init();
@@ -117,6 +119,7 @@ int main(int argc, char **argv) {
   signals_stop(loop);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();
+  zkw_fault_report();
   if (rc) {
     zkw_log_error("event loop closed with handles still open: %s", uv_strerror(rc));
     return 1;

@@ -1,4 +1,5 @@
 /* zkw_buf.c: the chunk pool and buffer growth. */
+#include "zkw_fault.h"
 #include "zkw_buf.h"
 
 #include <errno.h>
@@ -12,7 +13,7 @@ static void *pool[POOL_MAX];
 static size_t pool_n;
 
 static void *chunk_get(void) {
-  return pool_n ? pool[--pool_n] : malloc(ZKW_BUF_CHUNK);
+  return pool_n ? pool[--pool_n] : zkw_malloc(ZKW_BUF_CHUNK);
 }
 
 static void block_put(void *p, size_t cap) {
@@ -31,7 +32,7 @@ int zkw_buf_reserve(struct zkw_buf *b, size_t extra) {
     if (cap > SIZE_MAX / 2) return -ENOMEM;
     cap *= 2;
   }
-  uint8_t *p = cap == ZKW_BUF_CHUNK ? chunk_get() : malloc(cap);
+  uint8_t *p = cap == ZKW_BUF_CHUNK ? chunk_get() : zkw_malloc(cap);
   if (!p) return -ENOMEM;
   if (b->data) {
     memcpy(p, b->data, b->len);

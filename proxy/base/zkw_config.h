@@ -38,6 +38,9 @@ struct zkw_hostport {
     "bound on one TCP connect to an upstream server, ms; then the next one is tried")                        \
   X(handshake_timeout_ms, "ZKWARDEN_HANDSHAKE_TIMEOUT_MS", "10000", uint, 1, 600000,                         \
     "a client that sends no ConnectRequest (or four-letter word) within this many ms is closed")             \
+  X(max_clients, "ZKWARDEN_MAX_CLIENTS", "256", uint, 1, 1000000,                                            \
+    "client connections served at once; a newcomer beyond it first displaces the oldest connection that "  \
+    "has sent no handshake, else it is accepted, closed and counted")                                       \
   X(upstream_tls, "ZKWARDEN_UPSTREAM_TLS", "off", onoff, 0, 0,                                               \
     "on: every connection to the ensemble is verified TLS (never plaintext); off: plaintext")                \
   X(tls_ca_file, "ZKWARDEN_TLS_CA_FILE", "", pem_file, 0, 0,                                                 \
@@ -79,6 +82,7 @@ struct zkw_config {
   uint32_t max_reply_frame;
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
+  uint32_t max_clients;
   bool upstream_tls;
   const char *tls_ca_file; /* "" when unset, like the other paths */
   const char *tls_cert_file;

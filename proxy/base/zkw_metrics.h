@@ -37,7 +37,8 @@
   X(PROTOCOL_ERROR, "protocol_error")                                                                        \
   X(HANDSHAKE_TIMEOUT, "handshake_timeout")                                                                  \
   X(UPSTREAM_UNREACHABLE, "upstream_unreachable")                                                            \
-  X(SHUTDOWN, "shutdown")
+  X(SHUTDOWN, "shutdown")                                                                                    \
+  X(LIMIT, "limit")
 
 /* clang-format off */
 enum zkw_close_class {
@@ -118,6 +119,8 @@ struct zkw_histogram {
     "Client connections open now (computed).")                                                               \
   X(connections_closed, COUNTER, CLOSE, "zkwarden_connections_closed_total",                                 \
     "Client connections closed, by reason class.")                                                           \
+  X(connections_refused, COUNTER, NONE, "zkwarden_connections_refused_total",                                \
+    "Client connections closed as soon as accepted: ZKWARDEN_MAX_CLIENTS reached, or out of memory.")        \
   X(sessions_established, COUNTER, NONE, "zkwarden_sessions_established_total",                              \
     "ConnectResponses granting a session (new or re-attached) relayed to clients.")                          \
   X(sessions_rejected, COUNTER, NONE, "zkwarden_sessions_rejected_total",                                    \

@@ -8,7 +8,8 @@
  * unchanged.
  *
  * Calls, all on the loop thread, in this order for a session:
- *   on_connect_request   a valid ConnectRequest arrived (before connecting up)
+ *   on_connect_request   a valid ConnectRequest arrived (before connecting up;
+ *                        may hold it)
  *   on_connect_response  the server's first ConnectResponse
  *   on_request           each client request (not pings, auth, the handshake)
  *   on_reply             each reply to a client request (not pings, auth,
@@ -55,7 +56,9 @@ enum zkw_verdict {
 
 struct zkw_hooks {
   size_t session_size;
-  void (*on_connect_request)(struct zkw_session *s, const struct zkw_connect_req *req);
+  /* ZKW_FORWARD, or ZKW_HOLD: nothing is connected until zkw_session_resume
+   * (then the same ConnectRequest comes again). */
+  int (*on_connect_request)(struct zkw_session *s, const struct zkw_connect_req *req);
   void (*on_connect_response)(struct zkw_session *s, const struct zkw_connect_resp *resp);
   int (*on_request)(struct zkw_session *s, const struct zkw_request *req, const uint8_t *frame, size_t len,
                     struct zkw_buf *out);

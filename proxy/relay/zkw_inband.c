@@ -1,6 +1,7 @@
 /* zkw_inband.c: zkwarden's own requests on a session's upstream connection
  * (see zkw_inband.h): encoding, the wait for a sendable session, reply
  * decoding into a zkw_zk_result, timeouts and connection loss. */
+#include "zkw_fault.h"
 #include "zkw_inband.h"
 
 #include <errno.h>
@@ -117,7 +118,7 @@ static void timer_closed(uv_handle_t *h) {
 
 static struct zkw_inband *inband_of(struct zkw_session *s) {
   if (s->inband) return s->inband;
-  struct zkw_inband *ib = calloc(1, sizeof *ib);
+  struct zkw_inband *ib = zkw_calloc(1, sizeof *ib);
   if (!ib) return NULL;
   ib->s = s;
   ib->next_xid = ZKW_INBAND_XID_BASE;
@@ -132,7 +133,7 @@ static int submit(struct zkw_session *s, const struct zkw_request *req, zkw_zk_c
   if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
   if (req->op.path.len <= 0 || req->op.path.len > 1024) return -ENAMETOOLONG;
   struct zkw_inband *ib = inband_of(s);
-  struct inband_req *r = ib ? malloc(sizeof *r + INBAND_FRAME_MAX) : NULL;
+  struct inband_req *r = ib ? zkw_malloc(sizeof *r + INBAND_FRAME_MAX) : NULL;
   if (!r) return -ENOMEM;
   *r = (struct inband_req){.cb = cb, .arg = arg, .op = req->type};
   if (zkw_encode_request(r->frame, INBAND_FRAME_MAX, req, &r->len) != ZKW_OK) {
@@ -194,7 +195,7 @@ static void to_stat(struct Stat *out, const struct zkw_stat *st) {
 static int copy_children(struct zkw_vec list, struct zkw_zk_result *res, char **block) {
   struct zkw_rd rd = zkw_vec_reader(list);
   size_t n = (size_t)(list.count > 0 ? list.count : 0);
-  char **names = malloc(n * sizeof *names + list.len + n + 1);
+  char **names = zkw_malloc(n * sizeof *names + list.len + n + 1);
   if (!names) return -ENOMEM;
   char *p = (char *)(names + n);
   for (size_t i = 0; i < n; i++) {
@@ -217,23 +218,20 @@ static int copy_children(struct zkw_vec list, struct zkw_zk_result *res, char **
 int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, size_t len, int32_t op) {
   struct zkw_inband *ib = s->inband;
   struct inband_req *r = owned;
-  /* Replies come in order: r is the oldest sent request. */
+  /* Replies come in order: r is the oldest sent request. A reply that does
+   * not decode leaves r in the list: the session closes as a protocol
+   * error, and r gets its ZCONNECTIONLOSS with the rest. */
   if (ib->head != r) return ZKW_E_VALUE;
-  ib->head = r->next;
-  if (!ib->head) ib->tail = NULL;
   struct zkw_reply rep;
   int rc = zkw_decode_reply(body, len, op, &rep);
-  if (rc) {
-    free(r);
-    return rc;
-  }
+  if (rc) return rc;
   struct zkw_zk_result res = {.rc = rep.err, .data_len = -1};
   char *data = NULL, *block = NULL;
   if (rep.err == 0 && op == ZKW_OP_GET_DATA) {
     res.has_stat = true;
     to_stat(&res.stat, &rep.op.stat);
     if (rep.op.data.len >= 0) {
-      data = malloc((size_t)rep.op.data.len + 1);
+      data = zkw_malloc((size_t)rep.op.data.len + 1);
       if (!data) {
         res.rc = ZSYSTEMERROR;
       } else {
@@ -245,12 +243,11 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
     }
   } else if (rep.err == 0 && op == ZKW_OP_GET_CHILDREN) {
     int crc = copy_children(rep.op.list, &res, &block);
-    if (crc == ZKW_E_VALUE) {
-      free(r);
-      return crc;
-    }
+    if (crc == ZKW_E_VALUE) return crc;
     if (crc) res.rc = ZSYSTEMERROR;
   }
+  ib->head = r->next;
+  if (!ib->head) ib->tail = NULL;
   finish(r, 0, &res);
   free(data);
   free(block);
@@ -259,11 +256,11 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
   return 0;
 }
 
-void zkw_inband_session_closed(struct zkw_session *s) {
-  struct zkw_inband *ib = s->inband;
-  if (!ib || ib->closed) return;
-  ib->closed = true;
-  uv_timer_stop(&ib->timer);
+/* After the session closed: every outstanding request gets ZCONNECTIONLOSS,
+ * on a later turn of the loop, never inside the call (a submit, a callback)
+ * whose failure closed the session. */
+static void fail_all_cb(uv_timer_t *t) {
+  struct zkw_inband *ib = t->data;
   while (ib->head) {
     struct inband_req *r = ib->head;
     ib->head = r->next;
@@ -272,4 +269,11 @@ void zkw_inband_session_closed(struct zkw_session *s) {
   }
   ib->tail = NULL;
   uv_close((uv_handle_t *)&ib->timer, timer_closed);
+}
+
+void zkw_inband_session_closed(struct zkw_session *s) {
+  struct zkw_inband *ib = s->inband;
+  if (!ib || ib->closed) return;
+  ib->closed = true;
+  uv_timer_start(&ib->timer, fail_all_cb, 0, 0);
 }

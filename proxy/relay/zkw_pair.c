@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zkw_fault.h"
 #include "zkw_metrics.h"
 #include "zkw_tls.h"
 
@@ -97,6 +98,7 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   }
   if (s->srv->hooks && s->srv->hooks->on_close) s->srv->hooks->on_close(s);
   s->phase = ZKW_PHASE_CLOSING;
+  s->srv->sessions_open--;
   if (s->on_closing) s->on_closing(s); /* zkwarden's own requests get a connection loss */
   if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
@@ -153,7 +155,7 @@ void zkw_side_flush(struct zkw_side *side) {
   side->out = (struct zkw_buf){0};
   uv_buf_t b = uv_buf_init((char *)side->flight.data, (unsigned)side->flight.len);
   side->wreq.data = side;
-  int rc = uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
+  int rc = ZKW_FAULT(write) ? UV_EPIPE : uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
   if (rc) {
     zkw_buf_release(&side->flight);
     zkw_session_write_failed(side->s, side, rc);
@@ -164,6 +166,7 @@ void zkw_side_flush(struct zkw_side *side) {
 
 int zkw_side_send(struct zkw_side *side, const uint8_t *p, size_t n) {
   if (!n) return 0;
+  if (ZKW_FAULT(write)) return UV_EPIPE;
   if (side->tls) {
     /* Encrypted into out: uv_write then tries the socket at once. */
     if (zkw_tls_encrypt(side->tls, p, n) != 0) return UV_EPROTO;

@@ -1,4 +1,5 @@
 /* zkw_pending.c: the ring of outstanding requests and reply matching. */
+#include "zkw_fault.h"
 #include "zkw_pending.h"
 
 #include <errno.h>
@@ -27,7 +28,7 @@ struct zkw_pending_entry zkw_pending_at(const struct zkw_pending *p, uint32_t i)
 int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void *owned) {
   if (p->count == p->cap) {
     if (p->cap >= (1u << 30)) return -ENOMEM;
-    struct zkw_pending_entry *n = malloc(sizeof *n * p->cap * 2);
+    struct zkw_pending_entry *n = zkw_malloc(sizeof *n * p->cap * 2);
     if (!n) return -ENOMEM;
     for (uint32_t i = 0; i < p->count; i++)
       n[i] = zkw_pending_at(p, i);

@@ -95,6 +95,7 @@ struct zkw_session {
   struct zkw_buf barrier_frame; /* the forwarded request, for the replay */
   struct zkw_buf held_reply;    /* its reply, withheld (ZKW_WITHHOLD) */
   struct zkw_buf scratch;       /* a replaced frame on its way out */
+  bool held;                    /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
   bool processing;              /* inside process(): resume afterwards, not now */
   bool resume_pending;
 
@@ -118,7 +119,12 @@ struct zkw_server {
   const struct zkw_hooks *hooks; /* NULL: every frame forwarded unchanged */
   void *policy;                  /* the policy's context (the sidecar: its zkw_identity), or NULL */
   struct zkw_session *sessions;  /* doubly linked, newest first */
-  uint64_t session_count;
+  uint64_t session_count;        /* in the list, closing ones too */
+  uint64_t sessions_open;        /* in the list and not closing: what ZKWARDEN_MAX_CLIENTS bounds */
+  /* Refused connections (zkw_server.c): a line per burst, and a retry of
+   * the pending accept when even refusing it needs memory there is not. */
+  uv_timer_t accept_retry;
+  uint64_t refused_line_ms, refused_since_line;
   uint64_t next_conn;     /* connection numbers for logs, from 1 */
   uint32_t next_upstream; /* round-robin start for the next connection */
   /* uv_now() until which each upstream is tried after the others: it took a

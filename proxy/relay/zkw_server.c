@@ -4,11 +4,92 @@
 
 #include <string.h>
 
+#include "zkw_fault.h"
 #include "zkw_log.h"
+#include "zkw_metrics.h"
 #include "zkw_pair.h"
 #include "zkw_session.h"
 #include "zkw_text.h"
 #include "zkw_tls.h"
+
+/* ---- accepting ----
+ *
+ * libuv stops polling a listener whose connection callback returns without
+ * uv_accept, so every pending connection is taken: served, or accepted and
+ * reset at once (refused). A newcomer beyond ZKWARDEN_MAX_CLIENTS first
+ * displaces the oldest connection that has not sent its handshake (an idle
+ * flood cannot lock the JobManager out); with none, it is refused. */
+
+static void refused_closed(uv_handle_t *h) {
+  free(h);
+}
+
+/* Accepts the pending connection into a throwaway handle and resets it.
+ * Returns 0, or UV_ENOMEM (still pending). */
+static int refuse_pending(struct zkw_server *srv) {
+  uv_tcp_t *t = zkw_malloc(sizeof *t);
+  if (!t) return UV_ENOMEM;
+  uv_tcp_init(srv->loop, t);
+  if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)t) != 0 ||
+      uv_tcp_close_reset(t, refused_closed) != 0)
+    uv_close((uv_handle_t *)t, refused_closed);
+  return 0;
+}
+
+/* One line per burst of refusals (at most one every 10 s), every refusal counted. */
+static void note_refused(struct zkw_server *srv, const char *why) {
+  ZKW_METRIC_INC(connections_refused);
+  srv->refused_since_line++;
+  uint64_t now = uv_now(srv->loop);
+  if (srv->refused_line_ms && now - srv->refused_line_ms < 10000) return;
+  zkw_log_warn("refusing client connections: %s (%llu refused since the last such line; "
+               "zkwarden_connections_refused_total counts them all)",
+               why, (unsigned long long)srv->refused_since_line);
+  srv->refused_line_ms = now;
+  srv->refused_since_line = 0;
+}
+
+/* At the limit: closes the oldest session still waiting for its handshake. */
+static bool displace_idle(struct zkw_server *srv) {
+  struct zkw_session *oldest = NULL;
+  for (struct zkw_session *s = zkw_session_first(srv); s; s = zkw_session_next(s))
+    if (s->phase == ZKW_PHASE_HANDSHAKE && !s->upstream_started) oldest = s;
+  if (!oldest) return false;
+  oldest->close_class = ZKW_CLOSE_LIMIT;
+  zkw_session_close(oldest, ZKW_LOG_DEBUG,
+                    "ZKWARDEN_MAX_CLIENTS (%u) reached: the oldest connection without a "
+                    "handshake makes room for a new one",
+                    srv->cfg->max_clients);
+  return true;
+}
+
+static void accept_retry_cb(uv_timer_t *t);
+
+static void accept_pending(struct zkw_server *srv) {
+  char why[96];
+  int rc = UV_ECANCELED;
+  if (!srv->stopping) {
+    bool full = !srv->internal && srv->sessions_open >= srv->cfg->max_clients && !displace_idle(srv);
+    rc = full ? UV_EBUSY : zkw_session_accept(srv);
+    if (rc == 0) return;
+    if (rc != UV_EBUSY && rc != UV_ENOMEM) {
+      /* uv_accept failed: libuv polls the listener again only after a
+       * successful accept, or a new listen. */
+      int lrc =
+          uv_listen((uv_stream_t *)&srv->listener, srv->internal ? 128 : 1024, srv->listener.connection_cb);
+      if (lrc) zkw_log_error("accept: cannot listen again: %s", uv_strerror(lrc));
+      return;
+    }
+    snprintf(why, sizeof why, rc == UV_EBUSY ? "ZKWARDEN_MAX_CLIENTS (%u) reached" : "out of memory",
+             srv->cfg->max_clients);
+    note_refused(srv, why);
+  }
+  if (refuse_pending(srv) != 0) uv_timer_start(&srv->accept_retry, accept_retry_cb, 100, 0);
+}
+
+static void accept_retry_cb(uv_timer_t *t) {
+  accept_pending(t->data);
+}
 
 static void on_connection(uv_stream_t *listener, int status) {
   struct zkw_server *srv = listener->data;
@@ -16,8 +97,25 @@ static void on_connection(uv_stream_t *listener, int status) {
     zkw_log_warn("accept: %s", uv_strerror(status));
     return;
   }
-  if (srv->stopping) return;
-  zkw_session_accept(srv);
+  accept_pending(srv);
+}
+
+/* The listener and its retry timer. */
+static int listen_on(struct zkw_server *srv, const struct sockaddr *addr, int backlog) {
+  int rc = uv_tcp_init(srv->loop, &srv->listener);
+  if (rc) return rc;
+  srv->listener.data = srv;
+  uv_timer_init(srv->loop, &srv->accept_retry);
+  srv->accept_retry.data = srv;
+  uv_unref((uv_handle_t *)&srv->accept_retry);
+  rc = uv_tcp_bind(&srv->listener, addr, 0);
+  if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, backlog, on_connection);
+  return rc;
+}
+
+static void listen_close(struct zkw_server *srv) {
+  uv_close((uv_handle_t *)&srv->listener, NULL);
+  if (srv->accept_retry.loop) uv_close((uv_handle_t *)&srv->accept_retry, NULL);
 }
 
 static struct zkw_server relay_srv;
@@ -40,17 +138,13 @@ static int relay_start(struct zkw_server *srv) {
   r->cfg = &relay_cfg;
   r->internal = true;
   r->hooks = srv->hooks; /* with no policy context: no identity, tag or reclaim */
-  int rc = uv_tcp_init(r->loop, &r->listener);
-  if (rc) return rc;
-  r->listener.data = r;
-  rc = uv_tcp_bind(&r->listener, (const struct sockaddr *)&relay_cfg.listen, 0);
-  if (!rc) rc = uv_listen((uv_stream_t *)&r->listener, 128, on_connection);
+  int rc = listen_on(r, (const struct sockaddr *)&relay_cfg.listen, 128);
   struct sockaddr_storage bound;
   int len = sizeof bound;
   if (!rc) rc = uv_tcp_getsockname(&r->listener, (struct sockaddr *)&bound, &len);
   if (rc) {
     zkw_log_error("cannot start the internal relay on 127.0.0.1: %s", uv_strerror(rc));
-    uv_close((uv_handle_t *)&r->listener, NULL);
+    listen_close(r);
     return rc;
   }
   uv_unref((uv_handle_t *)&r->listener); /* zkw_server_finish closes it */
@@ -78,14 +172,10 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   zkw_server_init(srv, loop, cfg, hooks, policy);
   const char *where = srv->listen_name;
 
-  int rc = uv_tcp_init(loop, &srv->listener);
-  if (rc) return rc;
-  srv->listener.data = srv;
-  rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&cfg->listen, 0);
-  if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+  int rc = listen_on(srv, (const struct sockaddr *)&cfg->listen, 1024);
   if (rc) {
     zkw_log_error("cannot listen on %s: %s", where, uv_strerror(rc));
-    uv_close((uv_handle_t *)&srv->listener, NULL);
+    listen_close(srv);
     return rc;
   }
   char ups[1024];
@@ -105,7 +195,7 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
 void zkw_server_stop(struct zkw_server *srv) {
   if (!srv->stopping) {
     srv->stopping = true;
-    uv_close((uv_handle_t *)&srv->listener, NULL);
+    listen_close(srv);
     if (!srv->internal) {
       zkw_tls_stop();
       if (srv->hooks && srv->hooks->on_stop) srv->hooks->on_stop(srv->policy);

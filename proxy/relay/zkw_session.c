@@ -6,6 +6,7 @@
  * else a copy into the peer's `out`). The partial tail stays in `in`.
  * Backpressure: a side stops reading while its peer has more than
  * ZKW_HIGH_WATER bytes unsent, and resumes below ZKW_LOW_WATER. */
+#include "zkw_fault.h"
 #include "zkw_session.h"
 
 #include <stdarg.h>
@@ -251,6 +252,7 @@ static int on_barrier_reply(struct zkw_session *s, int verdict, const uint8_t *f
 static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
   const uint8_t *body = frame + 4;
   size_t len = flen - 4;
+  if (ZKW_FAULT(reply) && len > 4) len = 4; /* cut after the xid: it does not decode */
   if (s->phase == ZKW_PHASE_CONNECTING) return on_connect_response(s, body, len);
   int32_t xid = (int32_t)zkw_load_be32(body);
   int32_t op = ZKW_OP_NOTIFICATION;
@@ -315,7 +317,7 @@ static void client_hello(struct zkw_session *s) {
     zkw_slog(s, ZKW_LOG_DEBUG, "four-letter word '%s': relaying raw", word);
     s->phase = ZKW_PHASE_RAW;
   } else {
-    int rc = zkw_frame_next(side->in.data, side->in.len, ZKW_CONNECT_REQ_MIN, s->srv->cfg->max_frame, &flen);
+    int rc = zkw_frame_next(side->in.data, side->in.len, ZKW_CONNECT_REQ_MIN, ZKW_CONNECT_REQ_MAX, &flen);
     if (rc == ZKW_AGAIN) return;
     struct zkw_connect_req req;
     if (rc == ZKW_OK) rc = zkw_decode_connect_req(side->in.data + 4, flen - 4, &req);
@@ -328,7 +330,12 @@ static void client_hello(struct zkw_session *s) {
     }
     zkw_slog(s, ZKW_LOG_DEBUG, "connect request: session 0x%llx, timeout %d ms, read-only %d",
              (unsigned long long)req.session_id, req.timeout, req.read_only);
-    if (s->srv->hooks && s->srv->hooks->on_connect_request) s->srv->hooks->on_connect_request(s, &req);
+    if (s->srv->hooks && s->srv->hooks->on_connect_request &&
+        s->srv->hooks->on_connect_request(s, &req) == ZKW_HOLD) {
+      s->held = true;
+      zkw_side_stop_reading(side); /* until zkw_session_resume */
+      return;
+    }
   }
   uv_timer_stop(&s->timer);
   s->upstream_started = true;
@@ -348,7 +355,7 @@ static void frame_bounds(const struct zkw_session *s, bool from_client, uint32_t
   const struct zkw_config *cfg = s->srv->cfg;
   if (from_client) {
     *min = s->phase == ZKW_PHASE_HANDSHAKE ? ZKW_CONNECT_REQ_MIN : ZKW_MIN_REQUEST;
-    *max = cfg->max_frame;
+    *max = s->phase == ZKW_PHASE_HANDSHAKE ? ZKW_CONNECT_REQ_MAX : cfg->max_frame;
   } else {
     *min = s->phase == ZKW_PHASE_CONNECTING ? ZKW_CONNECT_RESP_MIN : ZKW_MIN_REPLY;
     *max = cfg->max_reply_frame;
@@ -380,6 +387,42 @@ static int forward_scratch(struct zkw_side *side) {
   return rc;
 }
 
+/* While the client's frames wait (a held request, or frames behind a
+ * barrier), its pings go on from `from` on: the server answers them after
+ * what it already has, and clients match ping replies by their xid (-2),
+ * not by position. Without them a long fence, reclaim or sweep would run
+ * out the client's read timeout (two thirds of the session timeout). Also
+ * bounds what a waiting client has read. Returns 0, or -1 (closed). */
+#define WAITING_READ_MAX (64 * 1024)
+static int pass_pings(struct zkw_side *side, size_t from) {
+  struct zkw_session *s = side->s;
+  size_t off = from, flen;
+  while (zkw_frame_next(side->in.data + off, side->in.len - off, ZKW_MIN_REQUEST, s->srv->cfg->max_frame,
+                        &flen) == ZKW_OK) {
+    const uint8_t *body = side->in.data + off + 4;
+    if (flen != 4 + ZKW_MIN_REQUEST || (int32_t)zkw_load_be32(body) != ZKW_XID_PING ||
+        (int32_t)zkw_load_be32(body + 4) != ZKW_OP_PING) {
+      off += flen;
+      continue;
+    }
+    int rc = zkw_side_send(&s->upstream, side->in.data + off, flen);
+    if (rc) {
+      zkw_session_write_failed(s, &s->upstream, rc);
+      return -1;
+    }
+    zkw_metrics_request(ZKW_OP_PING);
+    zkw_metrics_bytes(true, flen);
+    s->pings++;
+    memmove(side->in.data + off, side->in.data + off + flen, side->in.len - off - flen);
+    side->in.len -= flen;
+  }
+  if (side->in.len - from > WAITING_READ_MAX) {
+    side->paused = true;
+    zkw_side_stop_reading(side);
+  }
+  return 0;
+}
+
 /* Parses every complete frame in side->in and forwards them to the peer:
  * runs of unchanged frames in one write, rewritten frames in between. */
 static void process_side(struct zkw_side *side) {
@@ -404,7 +447,12 @@ static void process_side(struct zkw_side *side) {
     off = side->in.len;
   } else {
     while (s->phase != ZKW_PHASE_CLOSING) {
-      if (from_client && s->barrier) break; /* frames behind a lock request wait */
+      if (from_client && (s->barrier || s->held)) { /* frames behind a lock request, or a held one, wait */
+        if (forward_run(side, run, off)) return;
+        run = off;
+        if (pass_pings(side, off)) return;
+        break;
+      }
       uint32_t min, max;
       size_t flen;
       frame_bounds(s, from_client, &min, &max);
@@ -424,7 +472,10 @@ static void process_side(struct zkw_side *side) {
                           rc == ZKW_E_FRAME_LONG && n < 0 ? "negative frame length" : zkw_strerror(rc), n);
         return;
       }
-      if (rc == ZKW_HOLD) break;
+      if (rc == ZKW_HOLD) {
+        s->held = true;
+        continue; /* to the pings behind it */
+      }
       if (rc == ZKW_REPLACE || rc == ZKW_DROP) {
         if (forward_run(side, run, off)) return;
         if (rc == ZKW_REPLACE && forward_scratch(side)) return;
@@ -455,7 +506,8 @@ static void process(struct zkw_side *side) {
   process_side(side);
   while (s->resume_pending && s->phase != ZKW_PHASE_CLOSING) {
     s->resume_pending = false;
-    if (s->client.paused && !s->barrier && zkw_side_unsent(&s->upstream) < ZKW_LOW_WATER) {
+    s->held = false; /* the held request is asked about again */
+    if (s->client.paused && !s->barrier && !s->held && zkw_side_unsent(&s->upstream) < ZKW_LOW_WATER) {
       s->client.paused = false;
       zkw_side_start_reading(&s->client);
     }
@@ -534,7 +586,7 @@ static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
 
 struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   size_t policy = srv->hooks ? srv->hooks->session_size : 0;
-  struct zkw_session *s = calloc(1, sizeof *s + policy);
+  struct zkw_session *s = zkw_calloc(1, sizeof *s + policy);
   if (!s) return NULL;
   s->srv = srv;
   s->internal = srv->internal;
@@ -554,19 +606,17 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   if (srv->sessions) srv->sessions->prev = s;
   srv->sessions = s;
   srv->session_count++;
+  srv->sessions_open++;
   return s;
 }
 
-void zkw_session_accept(struct zkw_server *srv) {
+int zkw_session_accept(struct zkw_server *srv) {
   struct zkw_session *s = zkw_session_new(srv);
-  if (!s) {
-    zkw_log_error("out of memory accepting a connection");
-    return;
-  }
+  if (!s) return UV_ENOMEM;
   int rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&s->client.tcp);
   if (rc) {
     zkw_session_close(s, ZKW_LOG_WARN, "accept failed: %s", uv_strerror(rc));
-    return;
+    return rc;
   }
   s->client.connected = true;
   if (srv->internal) {
@@ -587,4 +637,5 @@ void zkw_session_accept(struct zkw_server *srv) {
   zkw_slog(s, ZKW_LOG_DEBUG, "accepted");
   zkw_side_start_reading(&s->client);
   uv_timer_start(&s->timer, handshake_timeout_cb, srv->cfg->handshake_timeout_ms, 0);
+  return 0;
 }

@@ -19,8 +19,10 @@
 
 #include "zkw_relay.h"
 
-/* Takes a new client connection from the listener. */
-void zkw_session_accept(struct zkw_server *srv);
+/* Takes the listener's pending connection as a new session. Returns 0,
+ * UV_ENOMEM (nothing was accepted: the caller must accept or refuse it), or
+ * uv_accept's error (the listener's pending connection is gone). */
+int zkw_session_accept(struct zkw_server *srv) __attribute__((warn_unused_result));
 /* A new session on srv's list, its client handle initialised but not yet
  * connected (zkw_session_accept's first step; tests build sessions with it).
  * NULL when out of memory. */

@@ -1,5 +1,6 @@
 /* zkw_tls.c: the OpenSSL client context, its rotation, and TLS connections
  * on memory BIOs (see zkw_tls.h). */
+#include "zkw_fault.h"
 #include "zkw_tls.h"
 
 #include <arpa/inet.h>
@@ -263,7 +264,7 @@ void zkw_tls_note(const char *server, const char *error) {
 /* ---- connections ---- */
 
 int zkw_tls_conn_new(struct zkw_tls_conn **out, const char *host) {
-  struct zkw_tls_conn *c = calloc(1, sizeof *c);
+  struct zkw_tls_conn *c = zkw_calloc(1, sizeof *c);
   if (!c || !tls_state.ctx) goto fail;
   c->ssl = SSL_new(tls_state.ctx);
   c->in = BIO_new(BIO_s_mem());
@@ -305,6 +306,10 @@ void zkw_tls_conn_free(struct zkw_tls_conn *c) {
 /* Records why an operation failed: the verification result if the chain or
  * name was refused, else OpenSSL's error queue. */
 static int conn_failed(struct zkw_tls_conn *c, int ssl_err) {
+  if (ssl_err < 0) { /* an injected fault (zkw_fault.h) */
+    snprintf(c->error, sizeof c->error, "injected fault");
+    return ZKW_TLS_ERROR;
+  }
   long v = SSL_get_verify_result(c->ssl);
   char detail[200];
   if (v != X509_V_OK) {
@@ -321,6 +326,7 @@ static int conn_failed(struct zkw_tls_conn *c, int ssl_err) {
 }
 
 int zkw_tls_handshake(struct zkw_tls_conn *c) {
+  if (ZKW_FAULT(tls)) return conn_failed(c, -1);
   int rc = SSL_do_handshake(c->ssl);
   if (rc == 1) {
     ZKW_METRIC_INC(tls_handshakes);
@@ -349,6 +355,7 @@ int zkw_tls_feed(struct zkw_tls_conn *c, const void *p, size_t n) {
 }
 
 int zkw_tls_decrypt(struct zkw_tls_conn *c, struct zkw_buf *out) {
+  if (ZKW_FAULT(tls)) return conn_failed(c, -1);
   for (;;) {
     if (zkw_buf_reserve(out, 16 * 1024) != 0) return -ENOMEM;
     size_t got = 0;
@@ -367,6 +374,7 @@ int zkw_tls_decrypt(struct zkw_tls_conn *c, struct zkw_buf *out) {
 int zkw_tls_encrypt(struct zkw_tls_conn *c, const uint8_t *p, size_t n) {
   size_t done = 0;
   if (n == 0) return 0;
+  if (ZKW_FAULT(tls)) return conn_failed(c, -1);
   /* Memory BIOs take everything: one call writes it all. */
   if (SSL_write_ex(c->ssl, p, n, &done) != 1 || done != n) return conn_failed(c, SSL_ERROR_SSL);
   return 0;
@@ -401,7 +409,7 @@ static void flush_cb(uv_write_t *req, int status) {
 }
 
 int zkw_tls_flush(struct zkw_tls_conn *c, uv_stream_t *stream) {
-  struct flush_req *f = calloc(1, sizeof *f);
+  struct flush_req *f = zkw_calloc(1, sizeof *f);
   if (!f) return UV_ENOMEM;
   if (zkw_tls_take_output(c, &f->buf) != 0) {
     free(f);

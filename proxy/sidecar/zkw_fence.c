@@ -6,6 +6,7 @@
 #include <time.h>
 #include <zookeeper/zookeeper.h>
 
+#include "zkw_fault.h"
 #include "zkw_tls.h"
 #include "zkw_zk.h"
 
@@ -41,6 +42,11 @@ static void fence_work(uv_work_t *req) {
   memcpy(id.passwd, f->passwd, sizeof id.passwd);
 
   f->result = ZKW_FENCE_FAILED;
+  if (atomic_load(&f->cancel)) {
+    memset(&id, 0, sizeof id);
+    f->result = ZKW_FENCE_CANCELLED;
+    goto out;
+  }
   zhandle_t *zh = zookeeper_init2(f->hosts, fence_watcher, f->timeout_ms, &id, &w, 0, zkw_zk_client_log);
   memset(&id, 0, sizeof id);
   if (!zh) {
@@ -91,7 +97,10 @@ out:
 static void fence_done(uv_work_t *req, int status) {
   struct zkw_fence *f = req->data;
   memset(f->passwd, 0, sizeof f->passwd);
-  if (status == UV_ECANCELED) {
+  if (ZKW_FAULT(zk)) {
+    f->result = ZKW_FENCE_FAILED;
+    snprintf(f->detail, sizeof f->detail, "injected fault");
+  } else if (status == UV_ECANCELED) {
     f->result = ZKW_FENCE_FAILED;
     snprintf(f->detail, sizeof f->detail, "cancelled");
   }
@@ -99,12 +108,14 @@ static void fence_done(uv_work_t *req, int status) {
 }
 
 int zkw_fence_start(uv_loop_t *loop, struct zkw_fence *f, zkw_fence_cb cb, void *arg) {
+  if (ZKW_FAULT(zk)) return UV_EIO;
   const char *route = zkw_tls_route(f->hosts); /* the internal relay under TLS */
   if (route != f->hosts) snprintf(f->hosts, sizeof f->hosts, "%s", route);
   f->cb = cb;
   f->arg = arg;
   f->detail[0] = 0;
   f->work.data = f;
+  atomic_store(&f->cancel, false);
   return uv_queue_work(loop, &f->work, fence_work, fence_done);
 }
 
@@ -114,6 +125,8 @@ const char *zkw_fence_result_name(enum zkw_fence_result r) {
     return "closed";
   case ZKW_FENCE_EXPIRED:
     return "already expired";
+  case ZKW_FENCE_CANCELLED:
+    return "cancelled: the session was re-attached";
   default:
     return "failed";
   }

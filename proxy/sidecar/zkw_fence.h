@@ -13,12 +13,14 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <uv.h>
 
 enum zkw_fence_result {
-  ZKW_FENCE_CLOSED,  /* the session was alive and is now closed */
-  ZKW_FENCE_EXPIRED, /* the server no longer knew it: already gone */
-  ZKW_FENCE_FAILED,  /* no server answered in time, or closing failed */
+  ZKW_FENCE_CLOSED,    /* the session was alive and is now closed */
+  ZKW_FENCE_EXPIRED,   /* the server no longer knew it: already gone */
+  ZKW_FENCE_FAILED,    /* no server answered in time, or closing failed */
+  ZKW_FENCE_CANCELLED, /* zkw_fence_cancel came before it connected: nothing was done */
 };
 
 struct zkw_fence;
@@ -35,7 +37,14 @@ struct zkw_fence {
   char detail[160];
   zkw_fence_cb cb;
   void *arg;
+  atomic_bool cancel; /* zkw_fence_cancel: checked before connecting */
 };
+
+/* Asks a fence under way not to begin: it reports ZKW_FENCE_CANCELLED unless
+ * it has already connected (then it closes the session and says so). */
+static inline void zkw_fence_cancel(struct zkw_fence *f) {
+  atomic_store(&f->cancel, true);
+}
 
 /* Starts fencing; f must stay allocated until cb runs (cb may free it). */
 int zkw_fence_start(uv_loop_t *loop, struct zkw_fence *f, zkw_fence_cb cb, void *arg)

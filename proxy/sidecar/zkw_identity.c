@@ -4,6 +4,7 @@
  * zkw_zk's queue, fences through uv_queue_work. A session referenced by a
  * pending registry step holds a reference (zkw_session_ref), so it is never
  * freed under a callback. */
+#include "zkw_fault.h"
 #include "zkw_identity.h"
 
 #include <inttypes.h>
@@ -86,7 +87,7 @@ static void claim_recorded_session(struct zkw_identity *id);
 static void fence_previous(struct zkw_identity *id);
 static void adopt_sessions(struct zkw_identity *id);
 static void capture_previous(struct zkw_identity *id);
-static void cancel_orphan(struct zkw_identity *id, int64_t session_id);
+static bool cancel_orphan(struct zkw_identity *id, int64_t session_id);
 static bool attached_here(const struct zkw_identity *id, int64_t session);
 static void check_cb(uv_timer_t *t);
 static void write_back(struct zkw_identity *id);
@@ -351,18 +352,24 @@ static int send_write(struct record_write *w) {
   return zkw_zk_set(id->zk, id->node, w->text, w->len, id->rec_version, record_written, w);
 }
 
-static void finish_write(struct record_write *w, bool ok) {
-  struct zkw_identity *id = w->id;
-  struct zkw_session *s = w->s;
+/* A record write for s (or for `dead` alone) ended: s goes on, recorded or
+ * not (then as a plain client), and the next write may start. */
+static void write_ended(struct zkw_identity *id, struct zkw_session *s, bool ok) {
   id->writing = false;
-  memset(w, 0, sizeof *w);
-  free(w);
   if (s) {
     zkw_sc(s)->id_list = ZKW_ID_NONE;
     if (!ok) zkw_sc(s)->incarnation = 0;
     release_hold(s);
   }
   write_next(id);
+}
+
+static void finish_write(struct record_write *w, bool ok) {
+  struct zkw_identity *id = w->id;
+  struct zkw_session *s = w->s;
+  memset(w, 0, sizeof *w);
+  free(w);
+  write_ended(id, s, ok);
 }
 
 static void record_written(void *arg, const struct zkw_zk_result *r) {
@@ -410,9 +417,11 @@ static void write_next(struct zkw_identity *id) {
     return;
   }
   zkw_sc(s)->id_list = ZKW_ID_WRITING;
-  struct record_write *w = calloc(1, sizeof *w);
+  struct record_write *w = zkw_calloc(1, sizeof *w);
   if (!w) {
-    finish_write(&(struct record_write){.id = id, .s = s}, false); /* not reached in practice */
+    zkw_slog(s, ZKW_LOG_ERROR, "identity %s: out of memory writing the registry record: relayed unrecorded",
+             identity_name(id));
+    write_ended(id, s, false);
     return;
   }
   capture_previous(id);
@@ -691,9 +700,21 @@ static void orphan_free(struct zkw_orphan *o) {
   uv_close((uv_handle_t *)&o->timer, orphan_closed);
 }
 
+/* Re-attaches that waited for an orphan fence go on. */
+static void resume_fence_waiters(struct zkw_identity *id) {
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
+    if (zkw_sc(s)->wait_fence) {
+      zkw_sc(s)->wait_fence = false;
+      zkw_session_resume(s);
+    }
+}
+
 static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
   struct zkw_identity *id = o->id;
-  if (result == ZKW_FENCE_FAILED) {
+  if (result == ZKW_FENCE_CANCELLED) {
+    zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " re-attached before its fence began: not fenced",
+                 identity_name(id), (uint64_t)o->session_id);
+  } else if (result == ZKW_FENCE_FAILED) {
     ZKW_METRIC_INC(fence_failures);
     zkw_log_warn("identity %s: fencing orphaned session 0x%" PRIx64 " failed: %s", identity_name(id),
                  (uint64_t)o->session_id, id->fence.detail);
@@ -704,9 +725,11 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
     if (o->incarnation == id->rec.incarnation && o->session_id == id->rec.session)
       write_dead(id, o->incarnation);
   }
-  zkw_history_add(ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id,
-                  identity_name(id), o->incarnation);
+  if (result != ZKW_FENCE_CANCELLED)
+    zkw_history_add(ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id,
+                    identity_name(id), o->incarnation);
   orphan_free(o);
+  resume_fence_waiters(id);
 }
 
 static void orphan_timer_cb(uv_timer_t *t) {
@@ -722,21 +745,38 @@ static void orphan_timer_cb(uv_timer_t *t) {
   if (!start_fence(id, o->session_id, o->passwd, o->incarnation, o)) orphan_free(o);
 }
 
-static void cancel_orphan(struct zkw_identity *id, int64_t session_id) {
+/* The session is back: its orphan entry goes. Returns true when its fence
+ * is already under way (then asked to cancel; orphan_fenced ends it). */
+static bool cancel_orphan(struct zkw_identity *id, int64_t session_id) {
   for (struct zkw_orphan *o = id->orphans; o; o = o->next)
     if (o->session_id == session_id && !uv_is_closing((uv_handle_t *)&o->timer)) {
-      if (id->fencing && id->fence.arg == o) return; /* already being fenced */
+      if (id->fencing && id->fence.arg == o) {
+        zkw_fence_cancel(&id->fence);
+        return true;
+      }
       orphan_free(o);
-      return;
+      return false;
     }
+  return false;
 }
 
 /* ---- session hooks ---- */
 
-void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
+int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
   struct zkw_identity *id = s->srv->policy;
-  if (!id || id->disabled || req->session_id == 0) return;
-  cancel_orphan(id, req->session_id);
+  if (!id || id->disabled || req->session_id == 0) return ZKW_FORWARD;
+  if (cancel_orphan(id, req->session_id)) {
+    /* Its orphan fence is under way: asked not to begin, and the re-attach
+     * waits for its word, so that the fence never closes a session that is
+     * attached again (if it had connected already, the session is closed and
+     * the client learns so from the server). */
+    zkw_slog(s, ZKW_LOG_INFO,
+             "identity %s: session 0x%" PRIx64 " re-attaches while its orphan fence is under way: "
+             "the fence is cancelled if it has not begun, the re-attach waits for it",
+             identity_name(id), (uint64_t)req->session_id);
+    zkw_sc(s)->wait_fence = true;
+    return ZKW_HOLD;
+  }
   /* A session superseded while it was still attached, re-attaching: its
    * process is alive after all (a hang ended, or a second JobManager shares
    * this sidecar); the new session it opens next must not fence ours. */
@@ -747,6 +787,7 @@ void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_con
                identity_name(id), (uint64_t)req->session_id);
       id->superseded_alive_ms = now_ms();
     }
+  return ZKW_FORWARD;
 }
 
 void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
@@ -841,7 +882,7 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
       id->srv->cfg->orphan_grace_ms == 0 || id->state != ZKW_REG_OWNER ||
       zkw_sc(s)->incarnation != id->rec.incarnation || s->session_id != id->rec.session)
     return;
-  struct zkw_orphan *o = calloc(1, sizeof *o);
+  struct zkw_orphan *o = zkw_calloc(1, sizeof *o);
   if (!o) return;
   o->id = id;
   o->session_id = s->session_id;

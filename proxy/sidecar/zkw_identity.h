@@ -65,6 +65,7 @@ struct zkw_sc_session {
   struct zkw_session *id_next;
   int id_list;        /* enum zkw_id_list */
   int32_t config_xid; /* an outstanding getData of /zookeeper/config, or 0 */
+  bool wait_fence;    /* its re-attach waits for an orphan fence of its session to report */
 };
 
 static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {
@@ -143,7 +144,7 @@ bool zkw_identity_ready(const struct zkw_identity *id, const char **why);
 /* A valid ConnectRequest arrived: a re-attach cancels the session's orphan
  * fence, and a superseded session re-attaching is noted (two live
  * JobManagers on one sidecar). */
-void zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req);
+int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req);
 /* The server answered the ConnectRequest: the recorded session re-attached
  * is the current incarnation again. */
 void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp);

@@ -1,5 +1,6 @@
 /* zkw_locks.c: the lock report: the walk over the lock roots, the verdicts
  * and their renderings (table, JSON, HTML summary). */
+#include "zkw_fault.h"
 #include "zkw_locks.h"
 
 #include <errno.h>
@@ -43,7 +44,7 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t size, bool *ok) {
   *ok = true;
   if (n < *cap) return arr;
   size_t nc = *cap ? *cap * 2 : 64;
-  void *q = realloc(arr, nc * size);
+  void *q = zkw_realloc(arr, nc * size);
   if (!q) {
     *ok = false;
     return arr;
@@ -54,7 +55,7 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t size, bool *ok) {
 
 static char *join(const char *dir, const char *name) {
   size_t n = strlen(dir) + strlen(name) + 2;
-  char *p = malloc(n);
+  char *p = zkw_malloc(n);
   if (p) snprintf(p, n, "%s%s%s", dir, strcmp(dir, "/") == 0 ? "" : "/", name);
   return p;
 }
@@ -68,7 +69,7 @@ static int push(struct zkw_locks_walk *w, enum item_kind kind, char *path, int i
   }
   if (w->qlen == w->qcap) {
     size_t cap = w->qcap ? w->qcap * 2 : 256;
-    struct item *q = realloc(w->q, cap * sizeof *q);
+    struct item *q = zkw_realloc(w->q, cap * sizeof *q);
     if (!q) {
       free(path);
       return -1;
@@ -115,8 +116,8 @@ static char *state_of(const char *path) {
   const char *end = strrchr(path, '/');
   size_t n = end ? (size_t)(end - path) : 0;
   if (n >= 6 && memcmp(path + n - 6, "/locks", 6) == 0) n -= 6;
-  if (n == 0) return strdup("/");
-  char *s = malloc(n + 1);
+  if (n == 0) return zkw_strdup("/");
+  char *s = zkw_malloc(n + 1);
   if (s) {
     memcpy(s, path, n);
     s[n] = 0;
@@ -225,9 +226,9 @@ static int by_name(const void *x, const void *y) {
 /* Identities by name; the locks' references follow. */
 static void sort_identities(struct zkw_locks_report *r) {
   if (r->nids < 2) return;
-  struct id_order *o = malloc(r->nids * sizeof *o);
-  struct zkw_locks_identity *ids = malloc(r->nids * sizeof *ids);
-  int *map = malloc(r->nids * sizeof *map);
+  struct id_order *o = zkw_malloc(r->nids * sizeof *o);
+  struct zkw_locks_identity *ids = zkw_malloc(r->nids * sizeof *ids);
+  int *map = zkw_malloc(r->nids * sizeof *map);
   if (o && ids && map) {
     for (size_t i = 0; i < r->nids; i++)
       o[i] = (struct id_order){&r->ids[i], (int)i};
@@ -288,7 +289,7 @@ static void walk_pump(struct zkw_locks_walk *w) {
       free(it.path);
       continue;
     }
-    struct op *o = malloc(sizeof *o);
+    struct op *o = zkw_malloc(sizeof *o);
     int rc = ZSYSTEMERROR;
     if (o) {
       *o = (struct op){w, it};
@@ -318,8 +319,8 @@ int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, 
                          int64_t asking_session, zkw_locks_done done, void *arg,
                          struct zkw_locks_walk **out) {
   if (!zk || !zkw_zk_connected(zk)) return -1;
-  struct zkw_locks_walk *w = calloc(1, sizeof *w);
-  struct zkw_locks_report *r = calloc(1, sizeof *r);
+  struct zkw_locks_walk *w = zkw_calloc(1, sizeof *w);
+  struct zkw_locks_report *r = zkw_calloc(1, sizeof *r);
   if (!w || !r) {
     free(w);
     free(r);
@@ -334,9 +335,9 @@ int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, 
     rl += (size_t)snprintf(r->roots + rl, sizeof r->roots - rl, "%s%s", i ? "," : "", roots->root[i]);
     if (rl >= sizeof r->roots) rl = sizeof r->roots - 1;
   }
-  int rc = push(w, LIST_REGISTRY, strdup(w->reg_ids), -1);
+  int rc = push(w, LIST_REGISTRY, zkw_strdup(w->reg_ids), -1);
   for (int i = 0; i < roots->count && rc == 0; i++)
-    rc = push(w, LIST_DIR, strdup(roots->root[i]), -1);
+    rc = push(w, LIST_DIR, zkw_strdup(roots->root[i]), -1);
   if (rc != 0) {
     for (size_t i = 0; i < w->qlen; i++)
       free(w->q[i].path);

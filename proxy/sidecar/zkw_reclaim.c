@@ -7,8 +7,10 @@
  * work is logged at warn, counted in zkwarden_reclaim_failures_total and
  * recorded in /v1/reclaims (step_failed); the JobManager then gets the reply
  * it would have got. */
+#include "zkw_fault.h"
 #include "zkw_reclaim.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,13 +166,17 @@ static void reclaim_decide(struct reclaim *rcl) {
   rcl->deleting = true;
   rcl->pending = 1; /* held by the loop below until every delete is sent */
   for (int i = 0; i < rcl->count; i++) {
-    struct lock_arg *a = malloc(sizeof *a);
-    if (!a) continue;
-    *a = (struct lock_arg){rcl, i};
-    if (zkw_inband_delete(s, rcl->locks[i].path, rcl->locks[i].version, reclaim_deleted, a) == 0)
+    struct lock_arg *a = zkw_malloc(sizeof *a);
+    if (a) *a = (struct lock_arg){rcl, i};
+    int rc =
+        a ? zkw_inband_delete(s, rcl->locks[i].path, rcl->locks[i].version, reclaim_deleted, a) : -ENOMEM;
+    if (rc == 0) {
       rcl->pending++;
-    else
+    } else {
       free(a);
+      step_failed(s, reclaim_kind(rcl), "delete the stale lock", rcl->locks[i].path,
+                  rc == -ENOMEM ? ZSYSTEMERROR : ZCONNECTIONLOSS, &rcl->locks[i]);
+    }
   }
   delete_settled(rcl);
 }
@@ -198,6 +204,17 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
 
 /* The identity's current incarnation for a foreign tag. */
 
+/* One lock's read settled: once all have, the vanished ones are dropped
+ * and the reclaim decides. */
+static void read_settled(struct reclaim *rcl) {
+  if (--rcl->pending) return;
+  int n = 0;
+  for (int k = 0; k < rcl->count; k++)
+    if (rcl->locks[k].path) rcl->locks[n++] = rcl->locks[k];
+  rcl->count = n;
+  reclaim_decide(rcl);
+}
+
 static void check_done(struct reclaim *rcl, int i, uint64_t current) {
   struct lock_check *c = &rcl->locks[i];
   c->why = not_stale(c, rcl->s->session_id, current);
@@ -206,7 +223,7 @@ static void check_done(struct reclaim *rcl, int i, uint64_t current) {
     rcl->blocked = c->why;
     snprintf(rcl->blocked_path, sizeof rcl->blocked_path, "%s", c->path);
   }
-  if (--rcl->pending == 0) reclaim_decide(rcl);
+  read_settled(rcl);
 }
 
 static void foreign_record_read(void *arg, const struct zkw_zk_result *r) {
@@ -229,15 +246,7 @@ static void lock_read(struct reclaim *rcl, int i, const struct zkw_zk_result *r)
   if (r->rc == ZNONODE) { /* gone meanwhile: nothing to delete */
     free(c->path);
     c->path = NULL;
-    if (--rcl->pending == 0) {
-      /* Drop the vanished entries. */
-      int n = 0;
-      for (int k = 0; k < rcl->count; k++)
-        if (rcl->locks[k].path) rcl->locks[n++] = rcl->locks[k];
-      rcl->count = n;
-      reclaim_decide(rcl);
-    }
-    return;
+    return read_settled(rcl);
   }
   if (r->rc != ZOK) {
     c->why = "unreadable";
@@ -246,8 +255,7 @@ static void lock_read(struct reclaim *rcl, int i, const struct zkw_zk_result *r)
       rcl->blocked = "unreadable by the JobManager's session";
       snprintf(rcl->blocked_path, sizeof rcl->blocked_path, "%s", c->path);
     }
-    if (--rcl->pending == 0) reclaim_decide(rcl);
-    return;
+    return read_settled(rcl);
   }
   fill_check(c, r);
   struct zkw_identity *id = rcl->id;
@@ -256,13 +264,14 @@ static void lock_read(struct reclaim *rcl, int i, const struct zkw_zk_result *r)
   /* Another identity's lock: its own record says whether it moved on. */
   char node[600];
   snprintf(node, sizeof node, "%s/%s", id->root_identities, c->tag.identity);
-  struct lock_arg *fr = malloc(sizeof *fr);
-  if (!fr || zkw_zk_get(id->zk, node, false, foreign_record_read, fr) != ZOK) {
+  struct lock_arg *fr = zkw_malloc(sizeof *fr);
+  if (fr) *fr = (struct lock_arg){rcl, i};
+  int zrc = fr ? zkw_zk_get(id->zk, node, false, foreign_record_read, fr) : ZSYSTEMERROR;
+  if (zrc != ZOK) {
     free(fr);
+    step_failed(rcl->s, reclaim_kind(rcl), "read the registry record of the identity of", c->path, zrc, c);
     return check_done(rcl, i, 0);
   }
-  fr->rcl = rcl;
-  fr->index = i;
 }
 
 static void lock_read_cb(void *arg, const struct zkw_zk_result *r) {
@@ -275,17 +284,19 @@ static void lock_read_cb(void *arg, const struct zkw_zk_result *r) {
 
 /* Reads every lock (a read that cannot be sent fails as a connection loss). */
 static void read_locks(struct reclaim *rcl) {
-  if (rcl->count == 0) return reclaim_decide(rcl);
-  rcl->pending = rcl->count;
-  for (int i = 0; i < rcl->count; i++) {
-    struct lock_arg *a = malloc(sizeof *a);
+  int n = rcl->count;
+  rcl->pending = n + 1; /* held by the loop: a read that settles at once cannot end the reclaim under it */
+  for (int i = 0; i < n; i++) {
+    struct lock_arg *a = zkw_malloc(sizeof *a);
     if (a) *a = (struct lock_arg){rcl, i};
-    if (!a || zkw_inband_get(rcl->s, rcl->locks[i].path, lock_read_cb, a) != 0) {
+    int rc = a ? zkw_inband_get(rcl->s, rcl->locks[i].path, lock_read_cb, a) : -ENOMEM;
+    if (rc != 0) {
       free(a);
-      struct zkw_zk_result fake = {.rc = ZCONNECTIONLOSS};
+      struct zkw_zk_result fake = {.rc = rc == -ENOMEM ? ZSYSTEMERROR : ZCONNECTIONLOSS};
       lock_read(rcl, i, &fake);
     }
   }
+  read_settled(rcl);
 }
 
 static void children_read(void *arg, const struct zkw_zk_result *r) {
@@ -295,7 +306,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
     step_failed(rcl->s, reclaim_kind(rcl), "list the locks under", rcl->path, r->rc, NULL);
     return reclaim_finish(rcl, false);
   }
-  rcl->locks = calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rcl->locks);
+  rcl->locks = zkw_calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rcl->locks);
   if (!rcl->locks) return reclaim_finish(rcl, false);
   for (int i = 0; i < r->child_count; i++) {
     const char *name = r->children[i];
@@ -305,7 +316,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
       return reclaim_decide(rcl);
     }
     size_t n = strlen(rcl->path) + strlen(name) + 2;
-    rcl->locks[i].path = malloc(n);
+    rcl->locks[i].path = zkw_malloc(n);
     if (!rcl->locks[i].path) return reclaim_finish(rcl, false);
     snprintf(rcl->locks[i].path, n, "%s/%s", rcl->path, name);
     rcl->count = i + 1;
@@ -318,7 +329,7 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
   if (!zkw_sc(s)->incarnation || zkw_sc(s)->incarnation != zkw_identity_current(id) || path.len <= 0 ||
       (size_t)path.len >= sizeof((struct reclaim *)0)->path)
     return false;
-  struct reclaim *rcl = calloc(1, sizeof *rcl);
+  struct reclaim *rcl = zkw_calloc(1, sizeof *rcl);
   if (!rcl) return false;
   rcl->s = s;
   rcl->id = id;
@@ -334,9 +345,11 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
     zkw_session_ref(s);
     return true;
   }
-  rcl->locks = calloc(1, sizeof *rcl->locks);
-  struct lock_arg *a = malloc(sizeof *a);
-  if (!rcl->locks || !a || !(rcl->locks[0].path = strdup(rcl->path)) ||
+  rcl->locks = zkw_calloc(1, sizeof *rcl->locks);
+  struct lock_arg *a = zkw_malloc(sizeof *a);
+  if (a) *a = (struct lock_arg){rcl, 0};
+  rcl->count = rcl->pending = 1;
+  if (!rcl->locks || !a || !(rcl->locks[0].path = zkw_strdup(rcl->path)) ||
       zkw_inband_get(s, rcl->path, lock_read_cb, a) != 0) {
     if (rcl->locks) free(rcl->locks[0].path);
     free(rcl->locks);
@@ -344,8 +357,6 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
     free(rcl);
     return false;
   }
-  *a = (struct lock_arg){rcl, 0};
-  rcl->count = rcl->pending = 1;
   zkw_session_ref(s);
   return true;
 }
@@ -437,12 +448,12 @@ static bool sweep_result(struct sweep *sw, const char *step, const char *path, i
 static int push_path(struct sweep *sw, const char *path) {
   if (sw->qlen == sw->qcap) {
     size_t cap = sw->qcap ? sw->qcap * 2 : 64;
-    char **q = realloc(sw->queue, cap * sizeof *q);
+    char **q = zkw_realloc(sw->queue, cap * sizeof *q);
     if (!q) return -1;
     sw->queue = q;
     sw->qcap = cap;
   }
-  if (!(sw->queue[sw->qlen] = strdup(path))) return -1;
+  if (!(sw->queue[sw->qlen] = zkw_strdup(path))) return -1;
   sw->qlen++;
   return 0;
 }
@@ -467,7 +478,7 @@ static void sweep_lock_read(void *arg, const struct zkw_zk_result *r) {
         !not_stale(&c, sw->session_id, zkw_identity_current(sw->id))) {
       if (sw->nfound == sw->capfound) {
         size_t cap = sw->capfound ? sw->capfound * 2 : 16;
-        struct lock_check *f = realloc(sw->found, cap * sizeof *f);
+        struct lock_check *f = zkw_realloc(sw->found, cap * sizeof *f);
         if (f) sw->found = f, sw->capfound = cap;
       }
       if (sw->nfound < sw->capfound) {
@@ -488,12 +499,12 @@ static void sweep_children_read(void *arg, const struct zkw_zk_result *r) {
     for (int i = 0; i < r->child_count && sw->visited < SWEEP_MAX_NODES && sw->s; i++) {
       const char *name = r->children[i];
       size_t n = strlen(a->path) + strlen(name) + 2;
-      char *child = malloc(n);
+      char *child = zkw_malloc(n);
       if (!child) break;
       snprintf(child, n, "%s%s%s", a->path, strcmp(a->path, "/") == 0 ? "" : "/", name);
       sw->visited++;
       if (zkw_is_uuid((const uint8_t *)name, strlen(name))) {
-        struct sweep_read *b = malloc(sizeof *b);
+        struct sweep_read *b = zkw_malloc(sizeof *b);
         if (b) *b = (struct sweep_read){sw, child};
         if (b && zkw_inband_get(sw->s, child, sweep_lock_read, b) == 0) {
           sw->inflight++;
@@ -525,7 +536,7 @@ static void sweep_pump(struct sweep *sw) {
   while (sw->inflight < SWEEP_WINDOW && sw->qhead < sw->qlen && sw->s) {
     char *path = sw->queue[sw->qhead];
     sw->queue[sw->qhead++] = NULL;
-    struct sweep_read *a = malloc(sizeof *a);
+    struct sweep_read *a = zkw_malloc(sizeof *a);
     if (a) *a = (struct sweep_read){sw, path};
     if (a && zkw_inband_children(sw->s, path, sweep_children_read, a) == 0) {
       sw->inflight++;
@@ -629,8 +640,13 @@ static void sweep_start(struct zkw_identity *id) {
     uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_NO_JM_MS, 0);
     return;
   }
-  struct sweep *sw = calloc(1, sizeof *sw);
-  if (!sw) return;
+  struct sweep *sw = zkw_calloc(1, sizeof *sw);
+  if (!sw) {
+    zkw_log_warn("identity %s: out of memory starting a sweep; trying again in %d ms", cfg->identity,
+                 SWEEP_NO_JM_MS);
+    uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_NO_JM_MS, 0);
+    return;
+  }
   sw->id = id;
   sw->s = s;
   sw->session_id = s->session_id;

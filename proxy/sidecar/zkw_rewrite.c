@@ -1,5 +1,6 @@
 /* zkw_rewrite.c: tagging lock creates, untagging getData replies, and the
  * /zookeeper/config rewrite. Allocation happens only for frames that change. */
+#include "zkw_fault.h"
 #include "zkw_rewrite.h"
 
 #include <stdio.h>
@@ -18,7 +19,7 @@ static int reserve(struct zkw_buf *out, size_t frame_len) {
 static int tag_data(const struct zkw_tagger *t, struct zkw_bytes original, uint8_t **block,
                     struct zkw_bytes *out) {
   size_t cap = (original.len > 0 ? (size_t)original.len : 0) + ZKW_TAG_MAX + 32;
-  *block = malloc(cap);
+  *block = zkw_malloc(cap);
   if (!*block) return ZKW_E_NOSPACE;
   long n = zkw_tag_write(*block, cap, t->identity, t->incarnation, t->session_id, original);
   if (n < 0) return ZKW_E_NOSPACE;
@@ -148,7 +149,7 @@ int zkw_rewrite_untag_reply(const struct zkw_reply *rep, int32_t req_type, struc
 int zkw_rewrite_config_reply(const struct zkw_reply *rep, const char *listen, struct zkw_buf *out) {
   if (rep->err != 0 || rep->op.data.len <= 0) return 0;
   size_t in_len = (size_t)rep->op.data.len, cap = in_len + strlen(listen) + 16;
-  char *text = malloc(cap);
+  char *text = zkw_malloc(cap);
   if (!text) return ZKW_E_NOSPACE;
   size_t n = 0;
   bool first = true;

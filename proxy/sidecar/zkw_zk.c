@@ -1,8 +1,10 @@
 /* zkw_zk.c: libzookeeper_mt completions and watchers handed to the loop. */
+#include "zkw_fault.h"
 #include "zkw_zk.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +40,9 @@ struct zkw_zk {
   int negotiated;
   int outstanding; /* operations whose callback has not run yet (loop thread only) */
   bool closing;    /* close the uv handle once the last one has run */
+  /* A session event whose copy could not be allocated on libzookeeper's
+   * thread: its state, delivered by the next drain (0: none). */
+  atomic_int lost_state;
   bool enforced_logged;
 };
 
@@ -82,6 +87,14 @@ static void drain(uv_async_t *h) {
   struct zk_op *op = zk->head;
   zk->head = zk->tail = NULL;
   pthread_mutex_unlock(&zk->mu);
+  static struct zk_op lost = {.kind = OP_EVENT};
+  int lost_state = atomic_exchange(&zk->lost_state, 0);
+  if (lost_state) {
+    lost.ev_type = ZOO_SESSION_EVENT;
+    lost.ev_state = lost_state;
+    lost.next = op;
+    op = &lost;
+  }
   while (op) {
     struct zk_op *next = op->next;
     if (op->kind == OP_EVENT) {
@@ -92,7 +105,7 @@ static void drain(uv_async_t *h) {
           zk->negotiated = zoo_recv_timeout(zk->zh);
         }
       }
-      if (zk->on_event) zk->on_event(zk->arg, op->ev_type, op->ev_state, op->ev_path);
+      if (zk->on_event) zk->on_event(zk->arg, op->ev_type, op->ev_state, op->ev_path ? op->ev_path : "");
       if (op->ev_type == ZOO_SESSION_EVENT && op->ev_state == ZOO_EXPIRED_SESSION_STATE) {
         zkw_log_warn("registry session 0x%llx expired; opening a new one",
                      (unsigned long long)zk->session_id);
@@ -101,8 +114,14 @@ static void drain(uv_async_t *h) {
         if (open_handle(zk) != 0) zkw_log_error("cannot open a new registry session");
       }
       free(op->ev_path);
+      if (op == &lost) {
+        lost.next = NULL;
+        op = next;
+        continue;
+      }
     } else {
       zk->outstanding--;
+      if (ZKW_FAULT(zk)) op->r.rc = zkw_fault_code(ZCONNECTIONLOSS);
       if (op->r.rc == ZSESSIONCLOSEDREQUIRESASLAUTH) enforced_auth(zk);
       op->cb(op->arg, &op->r);
       free_result(&op->r);
@@ -117,12 +136,21 @@ static void drain(uv_async_t *h) {
 static void watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
   (void)zh;
   struct zkw_zk *zk = ctx;
-  struct zk_op *op = calloc(1, sizeof *op);
-  if (!op) return;
+  struct zk_op *op = zkw_calloc(1, sizeof *op);
+  if (!op) {
+    /* Out of memory: a session event is not lost, its state waits for the
+     * loop (a watch notification is: the registry re-checks at the next
+     * session event and ownership check). */
+    if (type == ZOO_SESSION_EVENT) {
+      atomic_store(&zk->lost_state, state);
+      uv_async_send(&zk->async);
+    }
+    return;
+  }
   op->kind = OP_EVENT;
   op->ev_type = type;
   op->ev_state = state;
-  op->ev_path = strdup(path ? path : "");
+  op->ev_path = zkw_strdup(path ? path : "");
   push(zk, op);
 }
 
@@ -149,11 +177,11 @@ static int open_handle(struct zkw_zk *zk) {
 
 int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
                 zkw_zk_event_cb on_event, void *arg) {
-  struct zkw_zk *zk = calloc(1, sizeof *zk);
+  struct zkw_zk *zk = zkw_calloc(1, sizeof *zk);
   if (!zk) return -ENOMEM;
   zk->loop = loop;
-  zk->hosts = strdup(zkw_tls_route(hosts)); /* the internal relay under TLS */
-  zk->auth = auth ? strdup(auth) : NULL;
+  zk->hosts = zkw_strdup(zkw_tls_route(hosts)); /* the internal relay under TLS */
+  zk->auth = auth ? zkw_strdup(auth) : NULL;
   zk->timeout_ms = timeout_ms;
   zk->on_event = on_event;
   zk->arg = arg;
@@ -222,7 +250,7 @@ const char *zkw_zk_error(int rc) {
 /* ---- completions (on libzookeeper's thread) ---- */
 
 static struct zk_op *new_op(struct zkw_zk *zk, zkw_zk_cb cb, void *arg) {
-  struct zk_op *op = calloc(1, sizeof *op);
+  struct zk_op *op = zkw_calloc(1, sizeof *op);
   if (!op) return NULL;
   op->zk = zk;
   op->kind = OP_RESULT;
@@ -242,7 +270,7 @@ static void data_done(int rc, const char *value, int len, const struct Stat *sta
   struct zk_op *op = (struct zk_op *)data;
   op->r.rc = rc;
   if (rc == ZOK && value && len >= 0) {
-    op->r.data = malloc((size_t)len + 1);
+    op->r.data = zkw_malloc((size_t)len + 1);
     if (op->r.data) {
       memcpy(op->r.data, value, (size_t)len);
       op->r.data[len] = 0;
@@ -271,7 +299,7 @@ static void void_done(int rc, const void *data) {
 static void string_done(int rc, const char *value, const void *data) {
   struct zk_op *op = (struct zk_op *)data;
   op->r.rc = rc;
-  if (rc == ZOK && value) op->r.path = strdup(value);
+  if (rc == ZOK && value) op->r.path = zkw_strdup(value);
   push(op->zk, op);
 }
 
@@ -279,12 +307,12 @@ static void strings_done(int rc, const struct String_vector *v, const void *data
   struct zk_op *op = (struct zk_op *)data;
   op->r.rc = rc;
   if (rc == ZOK && v && v->count > 0) {
-    op->r.children = calloc((size_t)v->count, sizeof(char *));
+    op->r.children = zkw_calloc((size_t)v->count, sizeof(char *));
     if (!op->r.children) {
       op->r.rc = ZSYSTEMERROR;
     } else {
       for (int i = 0; i < v->count; i++) {
-        op->r.children[i] = strdup(v->data[i]);
+        op->r.children[i] = zkw_strdup(v->data[i]);
         if (!op->r.children[i]) {
           op->r.rc = ZSYSTEMERROR;
           break;
@@ -300,6 +328,7 @@ static void strings_done(int rc, const struct String_vector *v, const void *data
 #define ZKW_ZK_CALL(zk, cb, arg, call)                                                                       \
   do {                                                                                                       \
     if (!(zk)->zh || (zk)->closing) return ZINVALIDSTATE;                                                    \
+    if (ZKW_FAULT(zk)) return zkw_fault_code(ZCONNECTIONLOSS);                                               \
     struct zk_op *op = new_op((zk), (cb), (arg));                                                            \
     if (!op) return ZSYSTEMERROR;                                                                            \
     int rc_ = (call);                                                                                        \

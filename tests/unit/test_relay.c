@@ -67,7 +67,7 @@ struct block {
   int requests;
 };
 
-static void rec_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
+static int rec_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
   (void)req;
   struct block *b = zkw_session_policy(s);
   pthread_mutex_lock(&mu);
@@ -76,6 +76,7 @@ static void rec_connect_request(struct zkw_session *s, const struct zkw_connect_
   if (b) b->magic = 0x5eed;
   last_session = s;
   record((struct event){.kind = EV_CONNECT_REQ});
+  return ZKW_FORWARD;
 }
 
 static void rec_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {

@@ -1,0 +1,64 @@
+/* zkw_fault.c: the counters behind ZKW_FAULT (zkw_fault.h). Compiled to
+ * nothing unless ZKW_FAULT_INJECTION is defined. Calls come from the loop
+ * thread and from libzookeeper's and libuv's worker threads: atomics. */
+#include "zkw_fault.h"
+
+#ifdef ZKW_FAULT_INJECTION
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "zkw_log.h"
+
+static const char *const kind_names[] = {
+#define ZKW_FAULT_NAME(name, what) #name,
+    ZKW_FAULT_KINDS(ZKW_FAULT_NAME)
+#undef ZKW_FAULT_NAME
+};
+
+static atomic_ullong calls[ZKW_FAULT_KIND_COUNT];
+static int fail_kind = -1;
+static unsigned long long fail_at;
+static int fail_code;
+static bool have_code;
+
+int zkw_fault_init(void) {
+  const char *v = getenv("ZKW_TEST_FAULT");
+  if (!v || !*v) return 0;
+  char name[32];
+  unsigned long long n = 0;
+  int code = 0;
+  int got = sscanf(v, "%31[a-z]:%llu:%d", name, &n, &code);
+  for (int k = 0; got >= 2 && k < ZKW_FAULT_KIND_COUNT; k++)
+    if (strcmp(name, kind_names[k]) == 0 && n > 0) {
+      fail_kind = k;
+      fail_at = n;
+      fail_code = code;
+      have_code = got == 3;
+      zkw_log_warn("fault injection: the call #%llu of kind %s will fail", n, name);
+      return 0;
+    }
+  fprintf(stderr, "ZKW_TEST_FAULT=%s: expected kind:N[:code] with N >= 1 and kind one of", v);
+  for (int k = 0; k < ZKW_FAULT_KIND_COUNT; k++)
+    fprintf(stderr, " %s", kind_names[k]);
+  fprintf(stderr, "\n");
+  return -1;
+}
+
+bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where) {
+  unsigned long long n = atomic_fetch_add(&calls[kind], 1) + 1;
+  if ((int)kind != fail_kind || n != fail_at) return false;
+  zkw_log_warn("fault injection: failing %s #%llu at %s", kind_names[kind], n, where);
+  return true;
+}
+
+int zkw_fault_code(int dflt) {
+  return have_code ? fail_code : dflt;
+}
+
+void zkw_fault_report(void) {
+  for (int k = 0; k < ZKW_FAULT_KIND_COUNT; k++)
+    zkw_log_info("fault injection: %s: %llu calls", kind_names[k],
+                 (unsigned long long)atomic_load(&calls[k]));
+}
+#endif

@@ -1,0 +1,68 @@
+/* zkw_fault.h: the fault-injection seam of the test build.
+ *
+ * Every point where zkwarden's own work can fail (an allocation, a socket
+ * write, a libzookeeper call or completion, a TLS read or write, a reply
+ * that does not decode) asks ZKW_FAULT(kind) first. In a build configured
+ * with -DZKW_FAULT_INJECTION=ON (the sanitizer build of tests/run.sh, never
+ * the release build), the environment variable ZKW_TEST_FAULT=kind:N[:code]
+ * makes the Nth call of that kind fail, once, and logs it; at exit the
+ * number of calls of each kind is logged, so that a test can fail the 1st,
+ * 2nd, ... call until N passes the count (SQLite's OOM and I/O-error loops).
+ * In every other build ZKW_FAULT is the constant false and costs nothing.
+ *
+ * The kinds are one list (ZKW_FAULT_KINDS): their names are the ones the
+ * variable takes and the logs print. */
+#ifndef ZKW_FAULT_H
+#define ZKW_FAULT_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* X(name, what fails) */
+#define ZKW_FAULT_KINDS(X)                                                                                   \
+  X(alloc, "an allocation of the relay, in-band, reclaim, sweep, fence or registry code returns NULL")       \
+  X(write, "a write to the client or the upstream socket fails (EPIPE)")                                     \
+  X(zk, "a libzookeeper call or completion of the registry or a fence fails (the code, default "             \
+        "ZCONNECTIONLOSS)")                                                                                  \
+  X(tls, "a TLS handshake step, read or write fails")                                                        \
+  X(reply, "an upstream reply arrives corrupted (cut after its header: it does not decode)")
+
+enum zkw_fault_kind {
+#define ZKW_FAULT_ENUM(name, what) ZKW_FAULT_##name,
+  ZKW_FAULT_KINDS(ZKW_FAULT_ENUM)
+#undef ZKW_FAULT_ENUM
+      ZKW_FAULT_KIND_COUNT
+};
+
+#ifdef ZKW_FAULT_INJECTION
+/* Reads ZKW_TEST_FAULT. Returns 0, or -1 (with a line on stderr) when it
+ * does not parse. */
+int zkw_fault_init(void);
+/* Counts a call of kind at where; true when this is the one to fail. */
+bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where);
+/* The error code given with the variable, or dflt. */
+int zkw_fault_code(int dflt);
+/* Logs the count of calls of each kind (at exit). */
+void zkw_fault_report(void);
+#define ZKW_FAULT_STR2(x) #x
+#define ZKW_FAULT_STR(x)  ZKW_FAULT_STR2(x)
+#define ZKW_FAULT(kind)   zkw_fault_hit(ZKW_FAULT_##kind, __FILE__ ":" ZKW_FAULT_STR(__LINE__))
+#else
+static inline int zkw_fault_init(void) {
+  return 0;
+}
+static inline int zkw_fault_code(int dflt) {
+  return dflt;
+}
+static inline void zkw_fault_report(void) {}
+#define ZKW_FAULT(kind) false
+#endif
+
+/* Allocation with its fault point: what zkwarden's own paths call. */
+#define zkw_malloc(n)     (ZKW_FAULT(alloc) ? NULL : malloc(n))
+#define zkw_calloc(n, m)  (ZKW_FAULT(alloc) ? NULL : calloc((n), (m)))
+#define zkw_realloc(p, n) (ZKW_FAULT(alloc) ? NULL : realloc((p), (n)))
+#define zkw_strdup(s)     (ZKW_FAULT(alloc) ? NULL : strdup(s))
+
+#endif
