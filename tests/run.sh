@@ -33,7 +33,8 @@ unit() { (cd "$repo/$1" && ctest --output-on-failure); }
 
 suite "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 suite "no cycle among files, calls one way between layers (nm)" /usr/bin/python3 "$repo/tests/check_layers.py" "$repo" "$repo/build"
-suite "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DZKW_SANITIZE=ON
+suite "build (asan+ubsan, fault-injection seam)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DZKW_SANITIZE=ON \
+  -DZKW_FAULT_INJECTION=ON
 suite "docs list every variable" "$repo/tests/check_docs.sh" "$repo/build/zkwarden"
 suite "README metrics table" "$repo/tests/admin/check_metrics_doc.sh" "$repo/build/zkwarden"
 suite "unit (release)" unit build

@@ -4,6 +4,7 @@
 #include "zkw_fault.h"
 
 #ifdef ZKW_FAULT_INJECTION
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,27 @@ static const char *const kind_names[] = {
 };
 
 static atomic_ullong calls[ZKW_FAULT_KIND_COUNT];
+
+/* Each point (file:line) and the number of the first call of its kind made
+ * there: failing exactly those calls fails every point once. */
+#define SITES_MAX 512
+struct site {
+  const char *where;
+  int kind;
+  unsigned long long first;
+};
+static struct site sites[SITES_MAX];
+static int nsites;
+static pthread_mutex_t sites_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_site(int kind, const char *where, unsigned long long n) {
+  pthread_mutex_lock(&sites_mu);
+  int i = 0;
+  while (i < nsites && !(sites[i].kind == kind && strcmp(sites[i].where, where) == 0))
+    i++;
+  if (i == nsites && nsites < SITES_MAX) sites[nsites++] = (struct site){where, kind, n};
+  pthread_mutex_unlock(&sites_mu);
+}
 static int fail_kind = -1;
 static unsigned long long fail_at;
 static int fail_code;
@@ -47,6 +69,7 @@ int zkw_fault_init(void) {
 
 bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where) {
   unsigned long long n = atomic_fetch_add(&calls[kind], 1) + 1;
+  note_site(kind, where, n);
   if ((int)kind != fail_kind || n != fail_at) return false;
   zkw_log_warn("fault injection: failing %s #%llu at %s", kind_names[kind], n, where);
   return true;
@@ -60,5 +83,10 @@ void zkw_fault_report(void) {
   for (int k = 0; k < ZKW_FAULT_KIND_COUNT; k++)
     zkw_log_info("fault injection: %s: %llu calls", kind_names[k],
                  (unsigned long long)atomic_load(&calls[k]));
+  pthread_mutex_lock(&sites_mu);
+  for (int i = 0; i < nsites; i++)
+    zkw_log_info("fault injection: point %s first at %s #%llu", sites[i].where, kind_names[sites[i].kind],
+                 sites[i].first);
+  pthread_mutex_unlock(&sites_mu);
 }
 #endif

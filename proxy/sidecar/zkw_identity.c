@@ -23,6 +23,7 @@
  * sidecar that died goes quickly (the server clamps it to >= 2 ticks). */
 #define REGISTRY_SESSION_MS 4000
 /* How often a broken registry is retried. */
+#define OPEN_RETRY_MAX_MS 30000
 #define REGISTRY_RETRY_MS 5000
 /* How often the owner checks that its owner node and record are still as it
  * wrote them (deleted, overwritten or made unreadable by someone else). */
@@ -942,6 +943,29 @@ static void on_registry_event(void *arg, int type, int state, const char *path) 
     claim(id); /* re-arm the watch */
 }
 
+/* Opens the registry session; when that fails (out of memory, a host list
+ * libzookeeper refuses), tries again with a growing delay: the sidecar
+ * relays meanwhile, and /readyz says why. */
+static void open_registry(uv_timer_t *t) {
+  struct zkw_identity *id = t->data;
+  const struct zkw_config *cfg = id->srv->cfg;
+  char hosts[4096];
+  zkw_config_upstream_list(cfg, hosts, sizeof hosts);
+  int rc = zkw_zk_open(&id->zk, id->srv->loop, hosts, REGISTRY_SESSION_MS,
+                       cfg->registry_auth[0] ? cfg->registry_auth : NULL, on_registry_event, id);
+  if (rc == 0) {
+    id->open_retry_ms = 0;
+    return;
+  }
+  id->zk = NULL;
+  id->open_retry_ms = id->open_retry_ms ? id->open_retry_ms * 2 : REGISTRY_RETRY_MS;
+  if (id->open_retry_ms > OPEN_RETRY_MAX_MS) id->open_retry_ms = OPEN_RETRY_MAX_MS;
+  zkw_log_error("identity %s: cannot start the registry session: %s; trying again in %u ms", cfg->identity,
+                uv_strerror(rc), id->open_retry_ms);
+  set_state(id, ZKW_REG_BROKEN, "cannot start the registry session");
+  if (!id->stopping) uv_timer_start(&id->claim_timer, open_registry, id->open_retry_ms, 0);
+}
+
 int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
   const struct zkw_config *cfg = srv->cfg;
   memset(id, 0, sizeof *id);
@@ -969,18 +993,9 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
     zkw_log_warn(
         "ZKWARDEN_REGISTRY_AUTH is not set: the registry (which holds session passwords) gets a world "
         "ACL; anyone who can reach the ensemble can read it");
-  char hosts[4096];
-  zkw_config_upstream_list(cfg, hosts, sizeof hosts);
-  int rc = zkw_zk_open(&id->zk, srv->loop, hosts, REGISTRY_SESSION_MS,
-                       cfg->registry_auth[0] ? cfg->registry_auth : NULL, on_registry_event, id);
-  if (rc) {
-    zkw_log_error("identity %s: cannot start the registry session: %s", cfg->identity, uv_strerror(rc));
-    set_state(id, ZKW_REG_BROKEN, "cannot start the registry session");
-    id->zk = NULL;
-    return rc;
-  }
   zkw_log_info("identity %s: sidecar instance %s, registry %s, lock roots %s", cfg->identity, id->instance,
                id->node, cfg->raw_lock_roots);
+  open_registry(&id->claim_timer);
   return 0;
 }
 

@@ -80,8 +80,9 @@ struct zkw_identity {
   /* A new incarnation began (its record is written): zkw_sidecar.c starts a
    * sweep soon. */
   void (*on_incarnation)(struct zkw_identity *id);
-  bool disabled; /* ZKWARDEN_MODE=relay */
-  struct zkw_zk *zk;
+  bool disabled;          /* ZKWARDEN_MODE=relay */
+  struct zkw_zk *zk;      /* NULL until the registry session opened */
+  uint32_t open_retry_ms; /* delay before opening it again, after a failure */
   enum zkw_reg_state state;
   char why[256]; /* when not the owner: why, for logs and /readyz */
   char instance[40];

@@ -175,6 +175,19 @@ static int open_handle(struct zkw_zk *zk) {
   return 0;
 }
 
+static void free_zk(struct zkw_zk *zk) {
+  if (zk->auth) memset(zk->auth, 0, strlen(zk->auth));
+  free(zk->auth);
+  free(zk->hosts);
+  free(zk);
+}
+
+static void opening_failed_closed(uv_handle_t *h) {
+  struct zkw_zk *zk = h->data;
+  pthread_mutex_destroy(&zk->mu);
+  free_zk(zk);
+}
+
 int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
                 zkw_zk_event_cb on_event, void *arg) {
   struct zkw_zk *zk = zkw_calloc(1, sizeof *zk);
@@ -182,6 +195,10 @@ int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int tim
   zk->loop = loop;
   zk->hosts = zkw_strdup(zkw_tls_route(hosts)); /* the internal relay under TLS */
   zk->auth = auth ? zkw_strdup(auth) : NULL;
+  if (!zk->hosts || (auth && !zk->auth)) {
+    free_zk(zk);
+    return -ENOMEM;
+  }
   zk->timeout_ms = timeout_ms;
   zk->on_event = on_event;
   zk->arg = arg;
@@ -189,15 +206,14 @@ int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int tim
   zoo_set_debug_level(zkw_log_level >= ZKW_LOG_DEBUG ? ZOO_LOG_LEVEL_WARN : ZOO_LOG_LEVEL_ERROR);
   int rc = uv_async_init(loop, &zk->async, drain);
   if (rc) {
-    free(zk->hosts);
-    free(zk->auth);
-    free(zk);
+    pthread_mutex_destroy(&zk->mu);
+    free_zk(zk);
     return rc;
   }
   zk->async.data = zk;
   rc = open_handle(zk);
   if (rc) {
-    uv_close((uv_handle_t *)&zk->async, NULL);
+    uv_close((uv_handle_t *)&zk->async, opening_failed_closed);
     return rc;
   }
   *out = zk;
@@ -228,10 +244,7 @@ void zkw_zk_close(struct zkw_zk *zk) {
     op = next;
   }
   pthread_mutex_destroy(&zk->mu);
-  if (zk->auth) memset(zk->auth, 0, strlen(zk->auth));
-  free(zk->auth);
-  free(zk->hosts);
-  free(zk);
+  free_zk(zk);
 }
 
 bool zkw_zk_connected(const struct zkw_zk *zk) {

@@ -222,6 +222,8 @@ class Zkwarden:
             # ZKW_BENCH_MODE=relay measures the plain proxy instead.
             "ZKWARDEN_MODE": os.environ.get("ZKW_BENCH_MODE", "sidecar"),
             "ZKWARDEN_LOG_LEVEL": "warn",
+            # Thousands of sessions through one zkwarden (the sessions bench).
+            "ZKWARDEN_MAX_CLIENTS": "100000",
         })
         cmd = self.wrapper + [self.binary]
         self.proc = start(cmd, self.dir / "zkwarden.log", env=env, cwd=str(self.dir))

@@ -9,6 +9,8 @@
 //   "LEADER <true|false>"                                                every leadership change
 //   "READY <sid hex>"                                                    once connected and leading
 // and answers stdin commands: "SID" prints "SID <sid hex> leader=<true|false>";
+// "LOCK <path>" creates an ephemeral node (parents as needed) and "DELETE <path>"
+// deletes one, each printing "DONE <LOCK|DELETE> <path> <ok|exception>";
 // "QUIT" closes the latch and the client and prints "BYE".
 
 import java.io.BufferedReader;
@@ -83,6 +85,20 @@ public class StateSequence {
         while ((line = in.readLine()) != null) {
             if (line.startsWith("SID")) {
                 println("SID " + sid(c) + " leader=" + latch.hasLeadership());
+            } else if (line.startsWith("LOCK ") || line.startsWith("DELETE ")) {
+                String[] w = line.split(" ", 2);
+                String result = "ok";
+                try {
+                    if (w[0].equals("LOCK")) {
+                        c.create().creatingParentsIfNeeded().withMode(org.apache.zookeeper.CreateMode.EPHEMERAL)
+                                .forPath(w[1], new byte[] {'j', 'm'});
+                    } else {
+                        c.delete().forPath(w[1]);
+                    }
+                } catch (Exception e) {
+                    result = e.getClass().getSimpleName();
+                }
+                println("DONE " + w[0] + " " + w[1] + " " + result);
             } else if (line.startsWith("QUIT")) {
                 break;
             }

@@ -1,0 +1,251 @@
+"""Failure points (issue 19): every point where zkwarden's own work can fail,
+made to fail, one at a time, in the style of SQLite's OOM and I/O-error
+loops.
+
+The sanitizer build of tests/run.sh is configured with
+-DZKW_FAULT_INJECTION=ON: ZKW_TEST_FAULT=kind:N makes the Nth call of that
+kind fail once (proxy/base/zkw_fault.h: alloc, write, zk, tls, reply). For
+each kind a JobManager's life through a sidecar is run again and again with
+N = 1, 2, ... until a run completes with nothing injected. The life
+(`lifecycle`): an incarnation begins (fence of nothing, registry record),
+a reclaim at create, a reclaim at delete in both Flink layouts, a sweep
+deleting a stale lock, a second incarnation fencing the first, and an
+orphan fence of a JobManager whose connection went away. After every run:
+
+- zkwarden is alive, and exits 0 on SIGTERM with no sanitizer report and no
+  leak (LeakSanitizer is on in ASan builds);
+- every request of the JobManager got its reply or its connection closed
+  (kazoo's async results, each bounded);
+- nothing is held: a JobManager that connects afresh creates a lock on a
+  fresh path within 1 s;
+- the connection and session gauges return to zero once the clients close.
+
+A clean run first reports every point (file:line) with the number of the
+first call of its kind made there. The default run fails each point's first
+call, and every call up to DENSE; `tests/faults/run.sh --long` fails every
+call of every kind. The README's Reliability section gives the counts.
+"""
+
+import os
+import re
+import signal
+import time
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+import rawzk
+from zkharness import TlsCerts, Zkwarden, ZkServer, wait_until
+
+pytestmark = pytest.mark.zkwarden
+
+LONG = os.environ.get("ZKW_FAULTS_LONG", "") not in ("", "0")
+DENSE = 20
+REPLY_BOUND = 8.0  # a request of the JobManager answered (or its connection closed) within this
+FRESH_LOCK_BOUND = 1.0
+IDENTITY_SEQ = iter(range(1, 1 << 30))
+
+
+def fault_binary():
+    b = os.environ.get("ZKW_BIN", "")
+    if not b or not os.access(b, os.X_OK):
+        pytest.skip("ZKW_BIN not set")
+    out = os.popen("strings -a %s | grep -c 'ZKW_TEST_FAULT'" % b).read().strip()
+    if out in ("", "0"):
+        pytest.skip("%s was built without -DZKW_FAULT_INJECTION=ON" % b)
+    return b
+
+
+def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
+    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
+        identity.encode(), incarnation, session, original)
+
+
+def kazoo(hostport, timeout=6.0, **tls):
+    c = KazooClient(hosts=hostport, timeout=timeout, connection_retry={"max_tries": 0},
+                    command_retry={"max_tries": 0}, **tls)
+    c.start(timeout=10)
+    return c
+
+
+class Outcome:
+    """What the JobManager saw: every request's fate."""
+
+    def __init__(self):
+        self.unanswered = []
+
+    def call(self, what, async_result):
+        """Waits for one async request: a reply or an error (connection
+        lost, session expired) are both answers; a wait past REPLY_BOUND is
+        a request held by zkwarden."""
+        try:
+            return async_result.get(timeout=REPLY_BOUND)
+        except KazooTimeoutError:
+            self.unanswered.append(what)
+        except (KazooException, Exception):  # noqa: B014 the JobManager got an answer
+            return None
+
+
+def lifecycle(proxy, direct, identity, out, rotate=False):
+    """One JobManager's life through the sidecar (see the module doc)."""
+    base = "/flink/%s" % uuid.uuid4().hex[:8]
+    latch_dir = base + "/leader/latch"
+    lock_115 = "%s/checkpoints/%019d/locks" % (base, 1)
+    state_17 = "%s/checkpoints/%019d" % (base, 2)
+    stale_create = "%s/jobgraphs/%s" % (base, uuid.uuid4())
+    swept = "%s/checkpoints/%019d/locks/%s" % (base, 3, uuid.uuid4())
+    # A ghost (a session zkwarden never saw) keeps tagged locks of incarnation 0.
+    for p in ("%s/%s" % (lock_115, uuid.uuid4()), "%s/%s" % (state_17, uuid.uuid4()), stale_create, swept):
+        direct.create(p, forged_tag(identity, 0), ephemeral=True, makepath=True)
+    jm = kazoo(proxy.hostport)
+    try:
+        out.call("latch", jm.create_async("%s/_c_%s-latch-" % (latch_dir, uuid.uuid4()), b"",
+                                          ephemeral=True, sequence=True))
+        if rotate:  # a TLS rotation (SIGHUP re-reads the files) with a session open
+            proxy.proc.send_signal(signal.SIGHUP)
+        out.call("create over a stale lock", jm.create_async(stale_create, b"127.0.0.1", ephemeral=True))
+        mine = "%s/%s" % (lock_115, uuid.uuid4())
+        out.call("own lock", jm.create_async(mine, b"127.0.0.1", ephemeral=True))
+        out.call("delete own lock", jm.delete_async(mine))
+        out.call("delete locks (1.15)", jm.delete_async(lock_115))
+        out.call("delete state (1.7)", jm.delete_async(state_17))
+        # The sweep (1 s after the incarnation began) deletes the last one.
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline and direct.exists(swept) is not None:
+            time.sleep(0.05)
+        # A second incarnation (a restarted JobManager) fences the first.
+        jm2 = kazoo(proxy.hostport)
+        try:
+            out.call("latch of the second", jm2.create_async("%s/_c_%s-latch-" % (latch_dir, uuid.uuid4()),
+                                                             b"", ephemeral=True, sequence=True))
+        finally:
+            jm2.stop()
+            jm2.close()
+    finally:
+        jm.stop()
+        jm.close()
+    # A third one whose connection just goes (a crash): fenced as an orphan.
+    raw = rawzk.RawSession(proxy.port, timeout_ms=6000)
+    try:
+        raw.create_latch(latch_dir)
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        raw.close()
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline and "not re-attached within" not in proxy.stderr():
+        time.sleep(0.05)
+
+
+def nothing_held(proxy):
+    """A JobManager connecting afresh works: its latch (a new incarnation),
+    then a lock on a fresh path within FRESH_LOCK_BOUND."""
+    jm = kazoo(proxy.hostport, timeout=10.0)
+    try:
+        base = "/flink/%s" % uuid.uuid4().hex[:8]
+        jm.create("%s/leader/latch/_c_%s-latch-" % (base, uuid.uuid4()), b"", ephemeral=True, sequence=True,
+                  makepath=True)
+        jm.ensure_path(base + "/checkpoints/locks")
+        t0 = time.monotonic()
+        jm.create("%s/checkpoints/locks/%s" % (base, uuid.uuid4()), b"x", ephemeral=True)
+        took = time.monotonic() - t0
+        assert took < FRESH_LOCK_BOUND, "a fresh lock create took %.2f s" % took
+    finally:
+        jm.stop()
+        jm.close()
+
+
+def gauge(proxy, name):
+    return proxy.metric(name)
+
+
+def one_run_with(tmp_path, binary, zk, kind, n, certs=None):
+    """Runs the life with the nth call of kind failing (n=0: none). Returns
+    (injected, calls of kind, {point: number of its first call})."""
+    identity = "faults-%d-%d" % (os.getpid(), next(IDENTITY_SEQ))
+    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_ORPHAN_GRACE_MS": "300",
+           "ZKWARDEN_FENCE_TIMEOUT_MS": "2000", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+           "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0"}
+    if n:
+        env["ZKW_TEST_FAULT"] = "%s:%d" % (kind, n)
+    tls = {}
+    if certs:
+        env.update({"ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": str(certs.ca)})
+        tls = {"use_ssl": True, "ca": str(certs.ca), "verify_certs": True}
+    proxy = Zkwarden(tmp_path / ("%s-%d" % (kind, n)), [zk.hostport], binary=binary, extra_env=env)
+    proxy.start()
+    direct = kazoo(zk.hostport, **tls)
+    out = Outcome()
+    problems = []
+    try:
+        try:
+            lifecycle(proxy, direct, identity, out, rotate=certs is not None)
+        except (KazooException, KazooTimeoutError, ConnectionError, OSError):
+            pass  # a connection refused or lost mid-life: the checks below decide
+        if out.unanswered:
+            problems.append("requests never answered: %s" % ", ".join(out.unanswered))
+        if not proxy.alive():
+            problems.append("zkwarden died")
+        else:
+            nothing_held(proxy)
+            wait_until(lambda: gauge(proxy, "zkwarden_connections_active") == 0
+                       and gauge(proxy, "zkwarden_sessions_active") == 0, 10,
+                       what="connection and session gauges back to 0")
+    finally:
+        direct.stop()
+        direct.close()
+        problems += proxy.stop()
+    text = proxy.stderr()
+    if problems:
+        pytest.fail("%s:%d: %s\n----- zkwarden stderr (tail) -----\n%s"
+                    % (kind, n, "; ".join(problems), text[-6000:]), pytrace=False)
+    m = re.search(r"fault injection: %s: (\d+) calls" % kind, text)
+    points = {p: int(first) for p, first in
+              re.findall(r"fault injection: point (\S+) first at %s #(\d+)" % kind, text)}
+    return "fault injection: failing %s #" % kind in text, int(m.group(1)) if m else 0, points
+
+
+def schedule(calls, points):
+    """The N to run: every call (the long run), else the first call at each
+    point (every point fails once) and every call up to DENSE (the start:
+    the registry, the first connection, the incarnation)."""
+    if LONG:
+        return list(range(1, calls + 1))
+    return sorted(set(points.values()) | set(range(1, min(calls, DENSE) + 1)))
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    """A TLS-only ZooKeeper (PEM keystores): the TLS points, handshake and rotation."""
+    certs = TlsCerts(tmp_path_factory.mktemp("fp-certs"))
+    srv = ZkServer(tmp_path_factory.mktemp("fp-tls-zk"), tls=(certs, certs.server, "none"))
+    srv.start()
+    yield certs, srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("kind", ["alloc", "write", "zk", "reply", "tls"])
+def test_every_failure_point(kind, tmp_path, request):
+    binary = fault_binary()
+    certs = None
+    if kind == "tls":
+        certs, zk_server = request.getfixturevalue("tls_server")
+    else:
+        zk_server = request.getfixturevalue("zk_server")
+
+    def one_run(*a):
+        return one_run_with(*a, certs=certs)
+    _, calls, points = one_run(tmp_path, binary, zk_server, kind, 0)
+    assert calls > 0 and points, "the life made no %s call: the seam is not wired" % kind
+    injected = 0
+    for n in schedule(calls, points):
+        injected += one_run(tmp_path, binary, zk_server, kind, n)[0]
+    # Past every call (their number varies with timing: retries, pings): a
+    # run with nothing injected ends the loop.
+    assert not one_run(tmp_path, binary, zk_server, kind, 100 * calls + 1000)[0]
+    print("fault points %s: %d points, %d calls in a clean run, %d runs with a failure injected (%s)"
+          % (kind, len(points), calls, injected, "every call" if LONG else "each point's first call"))
+    assert injected >= len(points) // 2
