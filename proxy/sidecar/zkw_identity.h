@@ -129,6 +129,7 @@ struct zkw_identity {
   struct zkw_record dead;
   bool dead_dirty;
   bool sweeping;
+  bool sweep_again; /* a sweep was asked for while one ran */
   bool stopping;
 };
 
