@@ -78,7 +78,7 @@ class ZombieZk(ZkServer):
         assert rest.startswith("ok "), "harness: %s -> %s" % (line, rest)
 
     def zombie(self, path, owner, data):
-        self.command("zombie %s %x %s" % (path, owner, data.hex() if data is not None else "-"))
+        self.command("zombie %s %x %s" % (path, owner, "-" if data is None else data.hex() or "~"))
 
     def stop(self):
         if self.proc is not None and self.proc.stdin:

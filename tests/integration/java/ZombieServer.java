@@ -8,7 +8,7 @@
 // usage: ZombieServer ZOO_CFG REPLY_FILE
 // Commands on stdin, one a line; each is answered by one line appended to
 // REPLY_FILE ("<n> ok <path>" or "<n> error <text>", n counted from 1):
-//   zombie PATH OWNER_HEX DATA_HEX|-   create PATH owned by session OWNER
+//   zombie PATH OWNER_HEX DATA_HEX|-|~ create PATH owned by session OWNER (data: null, empty)
 //   ready                               answers once this server serves requests
 import java.io.BufferedReader;
 import java.io.FileWriter;
@@ -46,6 +46,7 @@ public class ZombieServer {
 
   static byte[] hex(String s) {
     if (s.equals("-")) return null;
+    if (s.equals("~")) return new byte[0];
     byte[] out = new byte[s.length() / 2];
     for (int i = 0; i < out.length; i++)
       out[i] = (byte) Integer.parseInt(s.substring(2 * i, 2 * i + 2), 16);
