@@ -245,7 +245,8 @@ def test_zombies_direct(layout, zombie_zk, kazoo_factory, flinklike_classpath, t
         oldest_retained = min(st["retained"])
         left = leaked(client, layout, cluster, oldest_retained)
         assert left, "no zombie lock kept a subsumed checkpoint"
-        zombie_locked = {int(p.split("/checkpoints/")[1].split("/")[0]) for p in nodes if "/checkpoints/" in p}
+        root = checkpoints_root(layout, cluster) + "/"
+        zombie_locked = {int(p[len(root):].split("/")[0]) for p in nodes if p.startswith(root)}
         assert set(left) <= zombie_locked, (left, zombie_locked)
     finally:
         jm.kill()
