@@ -303,6 +303,18 @@ def test_zombies_through_zkwarden(layout, zombie_zk, zkwarden_factory, kazoo_fac
     restore_as_zombies(zombie_zk, client, nodes, session)
     everything_before = set(walk(client, "/flink"))
 
+    # Before the restart: the operator's views name the zombie locks.
+    status, body = proxy.admin_get("/v1/locks")
+    assert status == 200, body
+    doc = json.loads(body)
+    zombie_locks = {e["path"]: e["zombie"] for e in doc["locks"] if e["zombie"]}
+    assert set(zombie_locks) == {p for p in nodes if p.startswith(checkpoints_root(layout, cluster) + "/")} | {
+        p for p in nodes if "/jobgraphs/" in p or "/execution-plans/" in p}, zombie_locks
+    assert all(z["seen_ended_by"] == me for z in zombie_locks.values()), zombie_locks
+    assert doc["summary"]["zombies"] == len(zombie_locks)
+    status, page = proxy.admin_get("/")
+    assert status == 200 and "%d zombie(s)" % len(zombie_locks) in page
+
     jm = FlinkJm(flinklike_classpath, jm_args(proxy.hostport, layout, cluster), tmp_path, 1)
     try:
         st = wait_until(lambda: running(jm), 90, interval=0.05, what="JobManager #1 to add 11 checkpoints")
