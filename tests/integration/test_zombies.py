@@ -18,7 +18,9 @@ ephemeral it had is put back, owned by the dead session. Then it restarts.
   (the owner is a session zkwarden saw end), the JobManager leads within 1 s
   of that, the checkpoints are removed, each zombie is reported (warn line,
   counter, /v1/reclaims), and nothing else is deleted: a live session's
-  ephemeral and another identity's zombie stay (the latter reported)."""
+  ephemeral and another identity's zombie stay (the latter reported).
+- A zombie in one follower's tree alone (3-server ensemble): reported with
+  the server that serves it, no delete loop."""
 
 import json
 import os
@@ -354,3 +356,80 @@ def test_zombies_through_zkwarden(layout, zombie_zk, zkwarden_factory, kazoo_fac
         assert failures and not any(failures.values()), failures
     finally:
         jm.kill()
+
+
+@pytest.mark.zkwarden
+def test_zombie_on_one_follower_only(tmp_path, java_classes, zkwarden_factory, kazoo_factory):
+    """A zombie in one follower's tree alone (a 3-server ensemble; that
+    follower runs the harness). Direct: a delete through it gets NONODE from
+    the quorum, yet it still serves the node. Through zkwarden (its
+    JobManager on that follower): the sweep reports the zombie with the
+    server that serves it, counts it once, and does not loop on it."""
+    from kazoo.exceptions import NoNodeError
+    from zkharness import Ensemble
+    ens = Ensemble(tmp_path / "ens", n=3, tick_ms=200)
+    first = ens.servers[0]
+    harness = ZombieZk.__new__(ZombieZk)
+    harness.__dict__.update(first.__dict__)
+    harness.classes = java_classes.outdir
+    harness.replies = first.dir / "harness.replies"
+    harness.sent = 0
+    ens.servers[0] = harness
+    try:
+        ens.start()
+        if ens.leader() == 0:  # the harness must run a follower
+            harness.stop()
+            harness.start(wait=False)
+            ens.wait_quorum()
+        assert ens.modes()[0] == "follower"
+        harness.command("ready")
+        me = "zombie-follower-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+        proxy = zkwarden_factory.start(harness, extra_env={
+            "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": me, "ZKWARDEN_SWEEP_INTERVAL_S": "1",
+            "ZKWARDEN_ORPHAN_GRACE_MS": str(ORPHAN_GRACE_MS)})
+        latch_dir = "/flink/zombie-follower-%s/leader/latch" % uuid.uuid4().hex[:8]
+
+        def jm():
+            return subprocess.Popen([sys.executable, str(Path(__file__).parent / "jm_proc.py"), proxy.hostport,
+                                     str(SESSION_MS), latch_dir], stdout=subprocess.PIPE)
+        p0 = jm()
+        try:
+            info = json.loads(p0.stdout.readline())
+        finally:
+            p0.kill()
+            p0.wait(10)
+        wait_until(lambda: proxy.metric("zkwarden_orphans_fenced_total") == 1, 20, what="the orphan fence")
+        on_follower = kazoo_factory(harness.hostport)
+        elsewhere = kazoo_factory(ens.servers[1].hostport)
+        wait_until(lambda: on_follower.exists(info["latch"]) is None, 10, what="the fenced latch to go")
+        harness.zombie(info["latch"], info["session"], b"")
+
+        # Direct: the follower serves it, the quorum does not know it.
+        assert on_follower.exists(info["latch"]).ephemeralOwner == info["session"]
+        elsewhere.sync(latch_dir)
+        assert elsewhere.exists(info["latch"]) is None
+        with pytest.raises(NoNodeError):
+            on_follower.delete(info["latch"])
+        assert on_follower.exists(info["latch"]) is not None
+
+        # Through zkwarden: a restarted JobManager on that follower.
+        p1 = jm()
+        try:
+            json.loads(p1.stdout.readline())
+            line = "is served by %s alone" % harness.hostport
+            wait_until(lambda: line in proxy.stderr(), 20, what="the follower-only zombie to be reported")
+            sweeps = proxy.stderr().count("sweep done")
+            wait_until(lambda: proxy.stderr().count("sweep done") >= sweeps + 2, 20, what="two more sweeps")
+            log = proxy.stderr()
+            # One delete, one report per sweep at most: no loop.
+            assert log.count(line) <= log.count("sweep done") + 1, log
+            assert proxy.metric("zkwarden_zombie_ephemerals_total") == 1
+            rows = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
+            alone = [r for r in rows if r["kind"] == "zombie" and r["path"] == info["latch"]]
+            assert alone and all(harness.hostport in r["reason"] for r in alone), rows
+            assert on_follower.exists(info["latch"]) is not None
+        finally:
+            p1.kill()
+            p1.wait(10)
+    finally:
+        ens.stop()
