@@ -101,6 +101,39 @@ static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind,
                   known ? c->tag.incarnation : 0);
 }
 
+/* ms since the epoch as 2026-01-02T03:04:05.678Z. */
+static void format_ms(uint64_t ms, char *out, size_t cap) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  if (!gmtime_r(&t, &tm) || strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+    snprintf(out, cap, "%" PRIu64 " ms", ms);
+    return;
+  }
+  size_t n = strlen(out);
+  snprintf(out + n, cap - n, ".%03uZ", (unsigned)(ms % 1000));
+}
+
+/* What a zombie means, for the operator (log lines and the alert say it). */
+#define ZOMBIE_ADVICE                                                                                        \
+  "the ensemble kept an ephemeral after its session ended: check the servers' sync (initLimit, syncLimit), " \
+  "their versions against ZOOKEEPER-2355/4541/4712/4837/5010, and restart the server that still serves it"
+
+/* A zombie of this identity deleted (at version c->version, on the
+ * JobManager's connection to `server`): one warn line, the counter, a row. */
+static void zombie_deleted_report(const char *identity, const struct lock_check *c, const char *server,
+                                  const char *by) {
+  char ended[40];
+  format_ms(c->dead.ended_ms, ended, sizeof ended);
+  ZKW_METRIC_INC(zombie_ephemerals);
+  zkw_log_warn("identity %s: zombie ephemeral %s deleted (version %d, %s): its owner session 0x%" PRIx64
+               " (incarnation %" PRIu64 ") ended at %s, seen by zkwarden, yet %s still served it: %s",
+               identity, c->path, c->version, by, (uint64_t)c->owner, c->dead.incarnation, ended, server,
+               ZOMBIE_ADVICE);
+  char why[ZKW_HISTORY_TEXT_MAX];
+  snprintf(why, sizeof why, "zombie: owner session ended %s; deleted (%s)", ended, by);
+  zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, identity, c->dead.incarnation);
+}
+
 /* ---------------------------------------------------------------- reclaim */
 
 static const char NOT_A_LOCK[] = "not a lock (its name is not a UUID)";
@@ -187,7 +220,11 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
   struct reclaim *rcl = a->rcl;
   struct lock_check *c = &rcl->locks[a->index];
   free(a);
-  if (r->rc == ZOK) {
+  if (r->rc == ZOK && c->zombie) {
+    rcl->deleted++;
+    zombie_deleted_report(rcl->s->srv->cfg->identity, c, rcl->s->up_name,
+                          rcl->is_create ? "reclaim at create" : "reclaim at delete");
+  } else if (r->rc == ZOK) {
     rcl->deleted++;
     zkw_slog(rcl->s, ZKW_LOG_INFO,
              "reclaim at %s: deleted stale lock %s (identity %s, incarnation %" PRIu64 ", session 0x%" PRIx64
@@ -208,6 +245,16 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
 static void check_done(struct reclaim *rcl, int i, uint64_t current) {
   struct lock_check *c = &rcl->locks[i];
   c->why = not_stale(c, rcl->s->session_id, current);
+  /* Not stale, but its owner is a session of this identity that zkwarden
+   * saw end: a zombie, deleted like a stale lock. */
+  const struct zkw_dead_session *d = c->why && c->owner && c->owner != rcl->s->session_id
+                                         ? zkw_identity_dead_session(rcl->id, c->owner)
+                                         : NULL;
+  if (d) {
+    c->zombie = true;
+    c->dead = *d;
+    c->why = NULL;
+  }
   c->stale = c->why == NULL;
   if (!c->stale && !rcl->blocked) {
     rcl->blocked = c->why;
@@ -402,23 +449,6 @@ static bool report_once(int64_t czxid) {
   reported[reported_next++ % REPORTED_KEPT] = czxid;
   return true;
 }
-
-/* ms since the epoch as 2026-01-02T03:04:05.678Z. */
-static void format_ms(uint64_t ms, char *out, size_t cap) {
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  if (!gmtime_r(&t, &tm) || strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
-    snprintf(out, cap, "%" PRIu64 " ms", ms);
-    return;
-  }
-  size_t n = strlen(out);
-  snprintf(out + n, cap - n, ".%03uZ", (unsigned)(ms % 1000));
-}
-
-/* What a zombie means, for the operator (log lines and the alert say it). */
-#define ZOMBIE_ADVICE                                                                                        \
-  "the ensemble kept an ephemeral after its session ended: check the servers' sync (initLimit, syncLimit), " \
-  "their versions against ZOOKEEPER-2355/4541/4712/4837/5010, and restart the server that still serves it"
 
 /* A node whose owner is a session some sidecar saw end: this identity's
  * (c->zombie set: the sweep deletes it) or another's (reported once, left
@@ -734,14 +764,7 @@ static void zombie_deleted(struct sweep *sw, const struct lock_check *c, int rc)
   if (rc == ZOK) {
     sw->deleted++;
     sw->zombies_deleted++;
-    ZKW_METRIC_INC(zombie_ephemerals);
-    zkw_log_warn("identity %s: zombie ephemeral %s deleted (version %d): its owner session 0x%" PRIx64
-                 " (incarnation %" PRIu64 ") ended at %s, seen by zkwarden, yet %s still served it: %s",
-                 identity, c->path, c->version, (uint64_t)c->owner, c->dead.incarnation, ended,
-                 sw->s->up_name, ZOMBIE_ADVICE);
-    char why[ZKW_HISTORY_TEXT_MAX];
-    snprintf(why, sizeof why, "zombie: owner session ended %s; deleted", ended);
-    zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, identity, c->dead.incarnation);
+    zombie_deleted_report(identity, c, sw->s->up_name, "sweep");
   } else if (rc == ZNONODE) {
     /* The JobManager's server still shows it, the quorum has no such
      * node: a zombie in one server's tree alone. Deleting cannot end it;

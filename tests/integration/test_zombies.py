@@ -433,3 +433,54 @@ def test_zombie_on_one_follower_only(tmp_path, java_classes, zkwarden_factory, k
             p1.wait(10)
     finally:
         ens.stop()
+
+
+@pytest.mark.zkwarden
+@pytest.mark.parametrize("layout", ["1.7", "current"])
+def test_zombie_lock_reclaimed_at_delete(layout, zombie_zk, zkwarden_factory, kazoo_factory):
+    """A zombie lock that appears after the new incarnation's sweep (an
+    untagged one, so the stale-lock rule cannot judge it): direct, the
+    delete of its state node gets NOTEMPTY; through zkwarden, the JobManager's
+    delete gets NOTEMPTY, the zombie is deleted, and the replay succeeds."""
+    from kazoo.exceptions import NotEmptyError
+    me = "zombie-reclaim-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    proxy = zkwarden_factory.start(zombie_zk, extra_env={
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": me, "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+        "ZKWARDEN_ORPHAN_GRACE_MS": str(ORPHAN_GRACE_MS)})
+    base = "/flink/zombie-reclaim-%s" % uuid.uuid4().hex[:8]
+    p0 = subprocess.Popen([sys.executable, str(Path(__file__).parent / "jm_proc.py"), proxy.hostport,
+                           str(SESSION_MS), base + "/leader/latch"], stdout=subprocess.PIPE)
+    try:
+        info = json.loads(p0.stdout.readline())
+    finally:
+        p0.kill()
+        p0.wait(10)
+    wait_until(lambda: proxy.metric("zkwarden_orphans_fenced_total") == 1, 20, what="the orphan fence")
+
+    jm = kazoo_factory(proxy.hostport)  # the restarted JobManager
+    jm.create(base + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True)
+    state = base + "/checkpoints/0000000000000000007"
+    locks = state if layout == "1.7" else state + "/locks"
+    own = "%s/%s" % (locks, uuid.uuid4())
+    jm.create(own, b"127.0.0.1", ephemeral=True, makepath=True)
+
+    def swept():
+        log = proxy.stderr()
+        return log.rfind("sweep done") > log.find("incarnation 2 begins") > 0
+    wait_until(swept, 20, what="the new incarnation's sweep")
+    zombie = "%s/%s" % (locks, uuid.uuid4())
+    zombie_zk.zombie(zombie, info["session"], b"127.0.0.1")
+
+    jm.delete(own)
+    direct = kazoo_factory(zombie_zk.hostport)
+    with pytest.raises(NotEmptyError):
+        direct.delete(locks)  # direct: the zombie keeps it
+    jm.delete(locks)  # through zkwarden: the zombie goes, the delete is replayed
+    assert direct.exists(locks) is None and direct.exists(zombie) is None
+    assert direct.exists(base + "/leader/latch") is not None
+    rows = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
+    mine = [r for r in rows if r["kind"] == "zombie"]
+    assert [(r["path"], r["session"]) for r in mine] == [(zombie, "0x%x" % info["session"])], rows
+    assert "reclaim at delete" in mine[0]["reason"]
+    assert proxy.metric("zkwarden_zombie_ephemerals_total") == 1
+    assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
