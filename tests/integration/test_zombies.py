@@ -484,3 +484,28 @@ def test_zombie_lock_reclaimed_at_delete(layout, zombie_zk, zkwarden_factory, ka
     assert "reclaim at delete" in mine[0]["reason"]
     assert proxy.metric("zkwarden_zombie_ephemerals_total") == 1
     assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
+
+
+@pytest.mark.zkwarden
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_notempty_of_a_non_lock_child_is_logged_at_debug(level, zk_server, zkwarden_factory, kazoo_factory):
+    """Flink 2.x deletes leader/job-<id> with its connection_info still
+    there: a routine NOTEMPTY, logged at debug (the line is there at debug
+    level), not at info."""
+    from kazoo.exceptions import NotEmptyError
+    proxy = zkwarden_factory.start(zk_server, log_level=level, extra_env={
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "notempty-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6]),
+        "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+    jm = kazoo_factory(proxy.hostport)
+    job = "/flink/notempty-%s/leader/job-%s" % (uuid.uuid4().hex[:8], uuid.uuid4().hex)
+    jm.create(job + "/connection_info", b"addr", ephemeral=True, makepath=True)
+    wait_until(lambda: "incarnation 1 begins" in proxy.stderr(), 10, what="the incarnation")
+    with pytest.raises(NotEmptyError):
+        jm.delete(job)
+    jm.delete(job + "/connection_info")
+    jm.delete(job)
+    line = "delete %s: not reclaimed: %s/connection_info is not a lock" % (job, job)
+    if level == "debug":
+        assert "debug" in [l.split()[1] for l in proxy.stderr().splitlines() if line in l]
+    else:
+        assert line not in proxy.stderr()
