@@ -22,12 +22,14 @@
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
 #include "zkw_session.h"
+#include "zkw_upstream.h"
 
 #define SWEEP_MAX_NODES 200000
-#define SWEEP_WINDOW    8    /* in-band reads in flight during a walk */
-#define SWEEP_SOON_MS   1000 /* after a new incarnation */
-#define SWEEP_WAIT_MS   20   /* while lock requests are still outstanding */
-#define SWEEP_NO_JM_MS  1000 /* while no JobManager session is attached to read with */
+#define SWEEP_WINDOW    8      /* in-band reads in flight during a walk */
+#define SWEEP_SOON_MS   1000   /* after a new incarnation */
+#define SWEEP_WAIT_MS   20     /* while lock requests are still outstanding */
+#define SWEEP_NO_JM_MS  1000   /* while no JobManager session is attached to read with */
+#define ZOMBIE_MOVE_MS  600000 /* ZKWARDEN_ZOMBIE_MOVE: a server serving a zombie alone is tried last */
 
 /* One node that may be a stale lock. */
 struct lock_check {
@@ -773,6 +775,13 @@ static void zombie_deleted(struct sweep *sw, const struct lock_check *c, int rc)
     zkw_log_warn("identity %s: zombie ephemeral %s of session 0x%" PRIx64 " (ended at %s) is served by %s "
                  "alone: its delete got NONODE, the quorum has no such node; restart %s (%s)",
                  identity, c->path, (uint64_t)c->owner, ended, sw->s->up_name, sw->s->up_name, ZOMBIE_ADVICE);
+    if (sw->id->srv->cfg->zombie_move && sw->s->srv->cfg->upstream_count > 1) {
+      /* The JobManager's next connection goes to another server. */
+      zkw_upstream_suspect(sw->s, ZOMBIE_MOVE_MS);
+      zkw_log_warn("identity %s: %s is tried after the other servers for the next %d min "
+                   "(ZKWARDEN_ZOMBIE_MOVE=on)",
+                   identity, sw->s->up_name, ZOMBIE_MOVE_MS / 60000);
+    }
     char why[ZKW_HISTORY_TEXT_MAX];
     snprintf(why, sizeof why, "zombie on %.100s alone (NONODE from the quorum): not deleted", sw->s->up_name);
     zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, identity, c->dead.incarnation);

@@ -359,12 +359,15 @@ def test_zombies_through_zkwarden(layout, zombie_zk, zkwarden_factory, kazoo_fac
 
 
 @pytest.mark.zkwarden
-def test_zombie_on_one_follower_only(tmp_path, java_classes, zkwarden_factory, kazoo_factory):
+@pytest.mark.parametrize("move", ["off", "on"])
+def test_zombie_on_one_follower_only(move, tmp_path, java_classes, zkwarden_factory, kazoo_factory):
     """A zombie in one follower's tree alone (a 3-server ensemble; that
     follower runs the harness). Direct: a delete through it gets NONODE from
     the quorum, yet it still serves the node. Through zkwarden (its
     JobManager on that follower): the sweep reports the zombie with the
-    server that serves it, counts it once, and does not loop on it."""
+    server that serves it, counts it once, and does not loop on it. With
+    ZKWARDEN_ZOMBIE_MOVE=on the next connection whose turn is that server
+    goes to another one; off (the default), it goes there."""
     from kazoo.exceptions import NoNodeError
     from zkharness import Ensemble
     ens = Ensemble(tmp_path / "ens", n=3, tick_ms=200)
@@ -384,15 +387,27 @@ def test_zombie_on_one_follower_only(tmp_path, java_classes, zkwarden_factory, k
         assert ens.modes()[0] == "follower"
         harness.command("ready")
         me = "zombie-follower-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
-        proxy = zkwarden_factory.start(harness, extra_env={
+        # Connections take the servers in turn from a rotating start: the
+        # first, fourth, seventh... go to the harness first.
+        proxy = zkwarden_factory.start(*ens.servers, extra_env={
             "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": me, "ZKWARDEN_SWEEP_INTERVAL_S": "1",
-            "ZKWARDEN_ORPHAN_GRACE_MS": str(ORPHAN_GRACE_MS)})
+            "ZKWARDEN_ORPHAN_GRACE_MS": str(ORPHAN_GRACE_MS), "ZKWARDEN_ZOMBIE_MOVE": move})
+
+        def upstream_of(client):
+            sessions = json.loads(proxy.admin_get("/v1/sessions")[1])["sessions"]
+            return [x["upstream"] for x in sessions if x["session"] == "0x%x" % client.client_id[0]][0]
+
+        def take_turns(k):
+            for _ in range(k):
+                c = kazoo_factory(proxy.hostport)
+                c.stop()
+                c.close()
         latch_dir = "/flink/zombie-follower-%s/leader/latch" % uuid.uuid4().hex[:8]
 
         def jm():
             return subprocess.Popen([sys.executable, str(Path(__file__).parent / "jm_proc.py"), proxy.hostport,
                                      str(SESSION_MS), latch_dir], stdout=subprocess.PIPE)
-        p0 = jm()
+        p0 = jm()  # connection 1: the harness
         try:
             info = json.loads(p0.stdout.readline())
         finally:
@@ -413,7 +428,8 @@ def test_zombie_on_one_follower_only(tmp_path, java_classes, zkwarden_factory, k
         assert on_follower.exists(info["latch"]) is not None
 
         # Through zkwarden: a restarted JobManager on that follower.
-        p1 = jm()
+        take_turns(2)
+        p1 = jm()  # connection 4: the harness
         try:
             json.loads(p1.stdout.readline())
             line = "is served by %s alone" % harness.hostport
@@ -428,6 +444,13 @@ def test_zombie_on_one_follower_only(tmp_path, java_classes, zkwarden_factory, k
             alone = [r for r in rows if r["kind"] == "zombie" and r["path"] == info["latch"]]
             assert alone and all(harness.hostport in r["reason"] for r in alone), rows
             assert on_follower.exists(info["latch"]) is not None
+            take_turns(2)
+            probe = kazoo_factory(proxy.hostport)  # connection 7: the harness's turn
+            if move == "on":
+                assert upstream_of(probe) != harness.hostport
+                assert "%s is tried after the other servers" % harness.hostport in proxy.stderr()
+            else:
+                assert upstream_of(probe) == harness.hostport
         finally:
             p1.kill()
             p1.wait(10)
