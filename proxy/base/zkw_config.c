@@ -253,16 +253,12 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
 
 static int parse_onoff(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                        size_t whylen) {
-  (void)lo, (void)hi;
-  if (strcmp(val, "on") == 0)
-    cfg->upstream_tls = true;
-  else if (strcmp(val, "off") == 0)
-    cfg->upstream_tls = false;
-  else {
+  (void)cfg, (void)lo, (void)hi;
+  if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0) {
     snprintf(why, whylen, "on or off");
     return -1;
   }
-  return 0;
+  return 0; /* stored by ZKW_STORE_onoff */
 }
 
 /* Empty, or a file that can be read now (it is loaded, and re-read on
@@ -346,7 +342,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_STORE_auth(field, val)
 #define ZKW_STORE_auth_file(field, val)
 #define ZKW_STORE_lock_roots(field, val)
-#define ZKW_STORE_onoff(field, val)
+#define ZKW_STORE_onoff(field, val)    cfg->field = strcmp((val), "on") == 0;
 #define ZKW_STORE_pem_file(field, val) cfg->field = (val);
 #define ZKW_STORE_key_file(field, val) cfg->field = (val);
 #define ZKW_STORE_server_name(field, val)

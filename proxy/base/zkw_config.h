@@ -68,6 +68,8 @@ struct zkw_hostport {
     "grace before a session whose JobManager connection dropped is fenced, ms; 0 disables")                  \
   X(sweep_interval_s, "ZKWARDEN_SWEEP_INTERVAL_S", "300", uint, 0, 86400,                                    \
     "periodic sweep of this identity's stale locks, s; 0 disables")                                          \
+  X(zombie_move, "ZKWARDEN_ZOMBIE_MOVE", "off", onoff, 0, 0,                                                 \
+    "on: after a zombie served by one server alone, later connections try that server last for 10 min")      \
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
   X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")                             \
   X(log_file, "ZKWARDEN_LOG_FILE", "", log_file, 0, 0,                                                       \
@@ -84,6 +86,7 @@ struct zkw_config {
   uint32_t handshake_timeout_ms;
   uint32_t max_clients;
   bool upstream_tls;
+  bool zombie_move;
   const char *tls_ca_file; /* "" when unset, like the other paths */
   const char *tls_cert_file;
   const char *tls_key_file;

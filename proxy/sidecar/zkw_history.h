@@ -2,7 +2,8 @@
  *
  * A fixed ring of the ZKW_HISTORY_SIZE most recent actions that removed
  * locks or sessions on an identity's behalf: reclaims at create and at
- * delete, sweeps, fences and orphan fences. The identity/reclaim code calls
+ * delete, sweeps, fences, orphan fences, and zombies (ephemerals of a
+ * session that ended: deleted, or reported when another identity's). The identity/reclaim code calls
  * zkw_history_add once per action (after it succeeded or failed; the reason
  * says which). Nothing secret is stored: no session password ever goes in.
  * Logging the action stays the caller's job (info level, with the path).
@@ -24,7 +25,8 @@
   X(RECLAIM_DELETE, "reclaim_at_delete")                                                                     \
   X(SWEEP, "sweep")                                                                                          \
   X(FENCE, "fence")                                                                                          \
-  X(ORPHAN_FENCE, "orphan_fence")
+  X(ORPHAN_FENCE, "orphan_fence")                                                                            \
+  X(ZOMBIE, "zombie")
 
 /* clang-format off */
 enum zkw_history_kind {

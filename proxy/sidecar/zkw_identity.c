@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uuid/uuid.h>
 
 #include "zkw_history.h"
@@ -92,6 +93,8 @@ static bool cancel_orphan(struct zkw_identity *id, int64_t session_id);
 static bool attached_here(const struct zkw_identity *id, int64_t session);
 static void check_cb(uv_timer_t *t);
 static void write_back(struct zkw_identity *id);
+static bool with_dead(const struct zkw_identity *id, struct zkw_record *rec);
+static void flush_dead(struct zkw_identity *id);
 
 static void claim_again_cb(uv_timer_t *t) {
   claim(t->data);
@@ -312,7 +315,12 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   /* Keep the newest we know: a record deleted, emptied or corrupted under
    * us is written back. */
   bool behind = rewrite || (id->rec_known && rec.incarnation < id->rec.incarnation);
+  /* The dead list: what the record knows (an earlier instance) and what
+   * this instance saw. */
+  for (int i = 0; i < rec.ndead; i++)
+    zkw_record_add_dead(&id->dead, &rec.dead_sessions[i]);
   if (!behind) id->rec = rec;
+  if (with_dead(id, &id->rec)) id->dead_dirty = true;
   id->rec_loaded = id->rec_known = true;
   memset(&rec, 0, sizeof rec);
   ZKW_METRIC_SET(identity_incarnation, (int64_t)id->rec.incarnation);
@@ -336,7 +344,7 @@ struct record_write {
   struct zkw_identity *id;
   struct zkw_session *s; /* the session being recorded, or NULL */
   struct zkw_record rec;
-  char text[512];
+  char text[1024];
   int len;
   bool created;
 };
@@ -392,7 +400,13 @@ static void record_written(void *arg, const struct zkw_zk_result *r) {
     broken(id, "cannot write the record", r->rc);
     return finish_write(w, false);
   }
+  uint64_t dead = id->rec.dead; /* a fence may have ended meanwhile */
   id->rec = w->rec;
+  if (dead > id->rec.dead && dead < id->rec.incarnation) {
+    id->rec.dead = dead;
+    id->dead_dirty = true;
+  }
+  if (with_dead(id, &id->rec)) id->dead_dirty = true;
   id->rec_known = true;
   id->write_gen++;
   id->rec_version = w->created ? 0 : r->stat.version;
@@ -409,7 +423,7 @@ static void record_written(void *arg, const struct zkw_zk_result *r) {
  * change of `dead`. One write at a time. */
 static void write_next(struct zkw_identity *id) {
   if (id->writing || id->state != ZKW_REG_OWNER || !id->rec_loaded || id->stopping) return;
-  if (!id->writers) return;
+  if (!id->writers) return flush_dead(id);
   struct zkw_session *s = list_pop(&id->writers);
   if (s->session_id == id->rec.session) { /* already the current incarnation */
     zkw_sc(s)->incarnation = id->rec.incarnation;
@@ -434,6 +448,8 @@ static void write_next(struct zkw_identity *id) {
   memcpy(w->rec.passwd, s->passwd, sizeof w->rec.passwd);
   w->rec.timeout = s->timeout;
   snprintf(w->rec.instance, sizeof w->rec.instance, "%s", id->instance);
+  with_dead(id, &w->rec);
+  id->dead_dirty = false; /* this write carries the dead list */
   zkw_sc(s)->incarnation = w->rec.incarnation;
   w->len = zkw_record_format(&w->rec, w->text, sizeof w->text);
   id->writing = true;
@@ -442,6 +458,17 @@ static void write_next(struct zkw_identity *id) {
     broken(id, "cannot write the record", rc);
     finish_write(w, false);
   }
+}
+
+/* Copies the identity's dead list into a record about to be written.
+ * Returns true if the record's list changed. */
+static bool with_dead(const struct zkw_identity *id, struct zkw_record *rec) {
+  bool changed =
+      rec->ndead != id->dead.ndead || memcmp(rec->dead_sessions, id->dead.dead_sessions,
+                                             (size_t)id->dead.ndead * sizeof id->dead.dead_sessions[0]) != 0;
+  rec->ndead = id->dead.ndead;
+  memcpy(rec->dead_sessions, id->dead.dead_sessions, sizeof rec->dead_sessions);
+  return changed;
 }
 
 /* A change of `dead` alone (after a fence). */
@@ -456,17 +483,45 @@ static void dead_written(void *arg, const struct zkw_zk_result *r) {
   write_next(id);
 }
 
-static void write_dead(struct zkw_identity *id, uint64_t dead) {
-  if (dead <= id->rec.dead) return;
-  id->rec.dead = dead;
-  if (id->writing || id->rec_version < 0 || id->writers) return; /* the next record write carries it */
-  char text[512];
+static void flush_dead(struct zkw_identity *id) {
+  if (!id->dead_dirty) return;
+  if (id->writing || id->rec_version < 0 || id->writers || id->state != ZKW_REG_OWNER || !id->rec_loaded ||
+      id->stopping)
+    return; /* the next record write carries it */
+  id->dead_dirty = false;
+  with_dead(id, &id->rec);
+  char text[1024];
   int len = zkw_record_format(&id->rec, text, sizeof text);
   if (len < 0) return;
   id->writing = true;
   int rc = zkw_zk_set(id->zk, id->node, text, len, id->rec_version, dead_written, id);
   memset(text, 0, sizeof text);
-  if (rc != ZOK) id->writing = false;
+  if (rc != ZOK) {
+    id->writing = false;
+    id->dead_dirty = true;
+  }
+}
+
+static void write_dead(struct zkw_identity *id, uint64_t dead) {
+  if (dead > id->rec.dead) {
+    id->rec.dead = dead;
+    id->dead_dirty = true;
+  }
+  flush_dead(id);
+}
+
+/* zkwarden saw a session of this identity end (it closed it, or the server
+ * no longer knew it): an ephemeral it still owns later is a zombie. */
+static void note_dead(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  struct zkw_dead_session d = {session, incarnation,
+                               (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000};
+  if (zkw_record_add_dead(&id->dead, &d)) id->dead_dirty = true;
+}
+
+const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session) {
+  return zkw_record_find_dead(&id->dead, session);
 }
 
 /* The record written back after it was deleted, emptied or corrupted. */
@@ -490,7 +545,9 @@ static void written_back(void *arg, const struct zkw_zk_result *r) {
  * rec_version; created when absent). */
 static void write_back(struct zkw_identity *id) {
   if (id->writing || !id->rec_known || id->state != ZKW_REG_OWNER) return;
-  char text[512];
+  with_dead(id, &id->rec);
+  id->dead_dirty = false;
+  char text[1024];
   int len = zkw_record_format(&id->rec, text, sizeof text);
   if (len < 0) return;
   id->writing = true;
@@ -677,6 +734,7 @@ static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *
                       identity_name(id), inc);
       id->prev.pending = false;
       memset(id->prev.passwd, 0, sizeof id->prev.passwd);
+      note_dead(id, f->session_id, inc);
       write_dead(id, inc);
       close_superseded(id, f->session_id, inc);
     }
@@ -723,8 +781,11 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
     if (result == ZKW_FENCE_CLOSED) ZKW_METRIC_INC(orphans_fenced);
     zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " (incarnation %" PRIu64 ") fenced: %s",
                  identity_name(id), (uint64_t)o->session_id, o->incarnation, zkw_fence_result_name(result));
+    note_dead(id, o->session_id, o->incarnation);
     if (o->incarnation == id->rec.incarnation && o->session_id == id->rec.session)
       write_dead(id, o->incarnation);
+    else
+      flush_dead(id);
   }
   if (result != ZKW_FENCE_CANCELLED)
     zkw_history_add(ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id,

@@ -125,7 +125,13 @@ struct zkw_identity {
   uint64_t superseded_alive_ms; /* when one of them last tried to re-attach */
   int64_t shared_with;          /* current session that another live JobManager was relayed beside */
   struct zkw_orphan *orphans;
+  /* Sessions of this identity zkwarden saw end (its dead list, only the
+   * list is used): merged from the record at load, written with every
+   * record; dead_dirty: not yet written. */
+  struct zkw_record dead;
+  bool dead_dirty;
   bool sweeping;
+  bool sweep_again; /* a sweep was asked for while one ran */
   bool stopping;
 };
 
@@ -161,5 +167,8 @@ void zkw_identity_on_session_closed(struct zkw_session *s);
 /* Staleness (used by reclaim and sweep): the current incarnation of this
  * identity when known, else 0. */
 uint64_t zkw_identity_current(const struct zkw_identity *id);
+/* A session of this identity that zkwarden saw end (fence, orphan fence,
+ * expiry), or NULL: an ephemeral it still owns is a zombie. */
+const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session);
 
 #endif

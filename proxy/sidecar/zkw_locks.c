@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #include "zkw_record.h"
@@ -146,6 +147,7 @@ static void add_lock(struct zkw_locks_walk *w, char *path, const struct zkw_zk_r
       .owner = res->stat.ephemeralOwner,
       .czxid = res->stat.czxid,
       .version = res->stat.version,
+      .zombie_of = -1,
   };
 }
 
@@ -165,6 +167,8 @@ static void record_read(struct zkw_locks_walk *w, int id, const struct zkw_zk_re
   } else {
     e->current = rec.incarnation;
     e->record = "ok";
+    e->ndead = rec.ndead;
+    memcpy(e->dead, rec.dead_sessions, sizeof e->dead);
   }
   memset(&rec, 0, sizeof rec); /* it holds the session password */
 }
@@ -237,8 +241,10 @@ static void sort_identities(struct zkw_locks_report *r) {
       ids[i] = *o[i].id;
       map[o[i].old] = (int)i;
     }
-    for (size_t i = 0; i < r->nlocks; i++)
+    for (size_t i = 0; i < r->nlocks; i++) {
       if (r->locks[i].id >= 0) r->locks[i].id = map[r->locks[i].id];
+      if (r->locks[i].zombie_of >= 0) r->locks[i].zombie_of = map[r->locks[i].zombie_of];
+    }
     free(r->ids);
     r->ids = ids;
     r->capi = r->nids;
@@ -270,6 +276,15 @@ static void walk_finish(struct zkw_locks_walk *w) {
       r->untagged++;
     }
     if (!e->why) r->stale++;
+    for (size_t k = 0; k < r->nids && e->owner && e->zombie_of < 0; k++)
+      for (int d = 0; d < r->ids[k].ndead; d++)
+        if (r->ids[k].dead[d].session == e->owner) {
+          e->zombie_of = (int)k;
+          e->ended_ms = r->ids[k].dead[d].ended_ms;
+          r->ids[k].zombies++;
+          r->zombies++;
+          break;
+        }
   }
   sort_identities(r);
   if (r->nlocks > 1) qsort(r->locks, r->nlocks, sizeof *r->locks, by_state);
@@ -408,6 +423,17 @@ static void count_states(const struct zkw_locks_report *r, size_t *states, size_
   }
 }
 
+/* When a zombie's owner session was seen to end, as 2026-01-02T03:04:05.678Z. */
+static void zombie_ended(const struct zkw_lock_entry *e, char *out, size_t cap) {
+  time_t t = (time_t)(e->ended_ms / 1000);
+  struct tm tm;
+  size_t n = gmtime_r(&t, &tm) ? strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm) : 0;
+  if (n)
+    snprintf(out + n, cap - n, ".%03uZ", (unsigned)(e->ended_ms % 1000));
+  else
+    snprintf(out, cap, "%" PRIu64 " ms", e->ended_ms);
+}
+
 static const char *const ONLY_STALE = "only stale locks: freed by reclaim (zkwarden locks --reclaim)";
 
 int zkw_locks_render_json(const struct zkw_locks_report *r, struct zkw_buf *b) {
@@ -419,16 +445,17 @@ int zkw_locks_render_json(const struct zkw_locks_report *r, struct zkw_buf *b) {
       b,
       ",\"nodes_visited\":%zu,\"truncated\":%s,\"seconds\":%.3f,\"asking_session\":\"0x%" PRIx64
       "\",\"summary\":{\"locks\":%zu,\"stale\":%zu,\"untagged\":%zu,\"unreadable\":%zu,"
-      "\"state_nodes\":%zu,\"state_nodes_held\":%zu},\"identities\":[",
+      "\"state_nodes\":%zu,\"state_nodes_held\":%zu,\"zombies\":%zu},\"identities\":[",
       r->visited, r->truncated ? "true" : "false", r->seconds, (uint64_t)r->asking_session, r->nlocks,
-      r->stale, r->untagged, r->nunreadable, states, held));
+      r->stale, r->untagged, r->nunreadable, states, held, r->zombies));
   for (size_t i = 0; i < r->nids; i++) {
     const struct zkw_locks_identity *id = &r->ids[i];
     TRY(zkw_text_printf(b, "%s{\"identity\":", i ? "," : ""));
     TRY(zkw_text_json_string(b, id->name, sizeof id->name));
     TRY(zkw_text_printf(b, ",\"current_incarnation\":%" PRIu64 ",\"record\":", id->current));
     TRY(zkw_text_json_string(b, id->record, 200));
-    TRY(zkw_text_printf(b, ",\"locks\":%zu,\"stale\":%zu}", id->locks, id->stale));
+    TRY(zkw_text_printf(b, ",\"locks\":%zu,\"stale\":%zu,\"zombies\":%zu}", id->locks, id->stale,
+                        id->zombies));
   }
   TRY(zkw_text_printf(b, "],\"locks\":["));
   for (size_t i = 0; i < r->nlocks; i++) {
@@ -450,6 +477,16 @@ int zkw_locks_render_json(const struct zkw_locks_report *r, struct zkw_buf *b) {
       TRY(zkw_text_json_string(b, e->why, 200));
     else
       TRY(zkw_text_printf(b, "null"));
+    TRY(zkw_text_printf(b, ",\"zombie\":"));
+    if (e->zombie_of >= 0) {
+      char ended[40];
+      zombie_ended(e, ended, sizeof ended);
+      TRY(zkw_text_printf(b, "{\"seen_ended_by\":"));
+      TRY(zkw_text_json_string(b, r->ids[e->zombie_of].name, ZKW_IDENTITY_MAX));
+      TRY(zkw_text_printf(b, ",\"ended\":\"%s\",\"ended_ms\":%" PRIu64 "}", ended, e->ended_ms));
+    } else {
+      TRY(zkw_text_printf(b, "null"));
+    }
     TRY(zkw_text_printf(b, "}"));
   }
   TRY(zkw_text_printf(b, "],\"state_nodes\":["));
@@ -489,21 +526,23 @@ static int summary_line(const struct zkw_locks_report *r, struct zkw_buf *b) {
   count_states(r, &states, &held);
   return zkw_text_printf(b,
                          "%zu lock(s): %zu stale, %zu untagged; %zu state node(s), %zu held; %zu unreadable "
-                         "node(s); %zu node(s) under %s visited in %.2f s%s",
-                         r->nlocks, r->stale, r->untagged, states, held, r->nunreadable, r->visited, r->roots,
-                         r->seconds, r->truncated ? " (truncated: too many nodes)" : "");
+                         "node(s); %zu zombie(s); %zu node(s) under %s visited in %.2f s%s",
+                         r->nlocks, r->stale, r->untagged, states, held, r->nunreadable, r->zombies,
+                         r->visited, r->roots, r->seconds,
+                         r->truncated ? " (truncated: too many nodes)" : "");
 }
 
 int zkw_locks_render_table(const struct zkw_locks_report *r, struct zkw_buf *b) {
   TRY(summary_line(r, b));
-  TRY(zkw_text_printf(b, "\n\n%-32s %11s %7s %7s  %s\n", "IDENTITY", "CURRENT", "LOCKS", "STALE", "RECORD"));
+  TRY(zkw_text_printf(b, "\n\n%-32s %11s %7s %7s %7s  %s\n", "IDENTITY", "CURRENT", "LOCKS", "STALE",
+                      "ZOMBIES", "RECORD"));
   for (size_t i = 0; i < r->nids; i++) {
     const struct zkw_locks_identity *id = &r->ids[i];
-    TRY(zkw_text_printf(b, "%-32s %11" PRIu64 " %7zu %7zu  %s\n", id->name, id->current, id->locks, id->stale,
-                        id->record));
+    TRY(zkw_text_printf(b, "%-32s %11" PRIu64 " %7zu %7zu %7zu  %s\n", id->name, id->current, id->locks,
+                        id->stale, id->zombies, id->record));
   }
   if (r->untagged)
-    TRY(zkw_text_printf(b, "%-32s %11s %7zu %7s  %s\n", "(untagged)", "-", r->untagged, "-", "-"));
+    TRY(zkw_text_printf(b, "%-32s %11s %7zu %7s %7s  %s\n", "(untagged)", "-", r->untagged, "-", "-", "-"));
   if (r->nlocks)
     TRY(zkw_text_printf(b, "\n%-44s %-20s %11s %-18s %s\n", "STATE NODE / LOCK", "IDENTITY", "INCARNATION",
                         "SESSION", "VERDICT"));
@@ -518,8 +557,16 @@ int zkw_locks_render_table(const struct zkw_locks_report *r, struct zkw_buf *b) 
       char sess[24];
       snprintf(sess, sizeof sess, "0x%" PRIx64, (uint64_t)e->owner);
       const char *rel = e->path + strlen(e->state) + (strcmp(e->state, "/") ? 1 : 0);
-      TRY(zkw_text_printf(b, "  %-42s %-20s %11s %-18s %s%s\n", rel, e->id >= 0 ? r->ids[e->id].name : "-",
-                          inc, sess, e->why ? "not stale: " : "STALE", e->why ? e->why : ""));
+      TRY(zkw_text_printf(b, "  %-42s %-20s %11s %-18s %s%s", rel, e->id >= 0 ? r->ids[e->id].name : "-", inc,
+                          sess, e->why ? "not stale: " : "STALE", e->why ? e->why : ""));
+      if (e->zombie_of >= 0) {
+        char ended[40];
+        zombie_ended(e, ended, sizeof ended);
+        TRY(zkw_text_printf(
+            b, "; ZOMBIE: its session ended %s (seen by the sidecar of %s), the ensemble kept it", ended,
+            r->ids[e->zombie_of].name));
+      }
+      TRY(zkw_text_printf(b, "\n"));
     }
     i = s.end;
   }
@@ -538,18 +585,20 @@ int zkw_locks_render_html_summary(const struct zkw_locks_report *r, struct zkw_b
   zkw_buf_release(&line);
   TRY(rc);
   TRY(zkw_text_printf(b, "</p>\n<table><tr><th>identity</th><th>current incarnation</th><th>locks</th>"
-                         "<th>stale</th><th>record</th></tr>\n"));
+                         "<th>stale</th><th>zombies</th><th>record</th></tr>\n"));
   for (size_t i = 0; i < r->nids; i++) {
     const struct zkw_locks_identity *id = &r->ids[i];
     TRY(zkw_text_printf(b, "<tr><td>"));
     TRY(zkw_text_html(b, id->name, sizeof id->name));
-    TRY(zkw_text_printf(b, "</td><td>%" PRIu64 "</td><td>%zu</td><td class=\"%s\">%zu</td><td>", id->current,
-                        id->locks, id->stale ? "bad" : "", id->stale));
+    TRY(zkw_text_printf(
+        b, "</td><td>%" PRIu64 "</td><td>%zu</td><td class=\"%s\">%zu</td><td class=\"%s\">%zu</td><td>",
+        id->current, id->locks, id->stale ? "bad" : "", id->stale, id->zombies ? "bad" : "", id->zombies));
     TRY(zkw_text_html(b, id->record, 200));
     TRY(zkw_text_printf(b, "</td></tr>\n"));
   }
   if (r->untagged)
-    TRY(zkw_text_printf(b, "<tr><td>(untagged)</td><td>-</td><td>%zu</td><td>-</td><td>-</td></tr>\n",
+    TRY(zkw_text_printf(b,
+                        "<tr><td>(untagged)</td><td>-</td><td>%zu</td><td>-</td><td>-</td><td>-</td></tr>\n",
                         r->untagged));
   TRY(zkw_text_printf(b, "</table>\n"));
   return 0;

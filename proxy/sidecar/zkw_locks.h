@@ -15,6 +15,12 @@
  * node while any lock is under it; the report says which ones only reclaim
  * would free, and which are held and why.
  *
+ * A lock whose owner session is in some identity's dead list (its record's
+ * dead_sessions: a sidecar saw that session end) is also a ZOMBIE: the
+ * ensemble kept it after its session ended (zkw_reclaim.h). The report
+ * names the identity whose sidecar saw it end, and when; the verdict on
+ * staleness stays as it is (a zombie is deleted by that identity's sweep).
+ *
  * The walk never blocks: results arrive through the zkw_zk callbacks on the
  * loop, and done is called once, on the loop. */
 #ifndef ZKW_LOCKS_H
@@ -26,6 +32,7 @@
 
 #include "zkw_buf.h"
 #include "zkw_lockrule.h"
+#include "zkw_record.h"
 #include "zkw_zk.h"
 
 #define ZKW_LOCKS_WINDOW    64      /* reads in flight */
@@ -39,7 +46,9 @@ struct zkw_lock_entry {
   int64_t owner;        /* ephemeralOwner (0: persistent) */
   int64_t czxid;
   int32_t version;
-  const char *why; /* not stale: why (zkw_lock_why_not_stale); NULL: stale */
+  const char *why;   /* not stale: why (zkw_lock_why_not_stale); NULL: stale */
+  int zombie_of;     /* index into the identities of the one that saw its owner end; -1: not a zombie */
+  uint64_t ended_ms; /* zombie: when that sidecar saw the owner session end (epoch ms) */
 };
 
 struct zkw_locks_identity {
@@ -47,6 +56,9 @@ struct zkw_locks_identity {
   uint64_t current;   /* current incarnation from the registry record (0: unknown) */
   const char *record; /* "ok", or why the record gives no incarnation */
   size_t locks, stale;
+  size_t zombies; /* locks owned by a session of this identity's dead list */
+  int ndead;
+  struct zkw_dead_session dead[ZKW_RECORD_DEAD_MAX]; /* the record's dead list */
 };
 
 struct zkw_locks_unreadable {
@@ -62,7 +74,7 @@ struct zkw_locks_report {
   struct zkw_locks_unreadable *unreadable;
   size_t nunreadable, capu;
   size_t visited;
-  size_t stale, untagged;
+  size_t stale, untagged, zombies;
   bool truncated;
   int64_t asking_session; /* the verdicts' asking session (0: none) */
   double seconds;         /* the walk's duration */

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "zkw_history.h"
 #include "zkw_identity.h"
@@ -23,12 +24,14 @@
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
 #include "zkw_session.h"
+#include "zkw_upstream.h"
 
 #define SWEEP_MAX_NODES 200000
-#define SWEEP_WINDOW    8    /* in-band reads in flight during a walk */
-#define SWEEP_SOON_MS   1000 /* after a new incarnation */
-#define SWEEP_WAIT_MS   20   /* while lock requests are still outstanding */
-#define SWEEP_NO_JM_MS  1000 /* while no JobManager session is attached to read with */
+#define SWEEP_WINDOW    8      /* in-band reads in flight during a walk */
+#define SWEEP_SOON_MS   1000   /* after a new incarnation */
+#define SWEEP_WAIT_MS   20     /* while lock requests are still outstanding */
+#define SWEEP_NO_JM_MS  1000   /* while no JobManager session is attached to read with */
+#define ZOMBIE_MOVE_MS  600000 /* ZKWARDEN_ZOMBIE_MOVE: a server serving a zombie alone is tried last */
 
 /* One node that may be a stale lock. */
 struct lock_check {
@@ -40,6 +43,8 @@ struct lock_check {
   bool tagged;
   bool stale;
   const char *why; /* not stale: why */
+  bool zombie;     /* its owner is a session of this identity zkwarden saw end */
+  struct zkw_dead_session dead;
 };
 
 /* Why a node is not a stale lock, or NULL if it is one. current is the
@@ -100,7 +105,42 @@ static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind,
                   known ? c->tag.incarnation : 0);
 }
 
+/* ms since the epoch as 2026-01-02T03:04:05.678Z. */
+static void format_ms(uint64_t ms, char *out, size_t cap) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  if (!gmtime_r(&t, &tm) || strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+    snprintf(out, cap, "%" PRIu64 " ms", ms);
+    return;
+  }
+  size_t n = strlen(out);
+  snprintf(out + n, cap - n, ".%03uZ", (unsigned)(ms % 1000));
+}
+
+/* What a zombie means, for the operator (log lines and the alert say it). */
+#define ZOMBIE_ADVICE                                                                                        \
+  "the ensemble kept an ephemeral after its session ended: check the servers' sync (initLimit, syncLimit), " \
+  "their versions against ZOOKEEPER-2355/4541/4712/4837/5010, and restart the server that still serves it"
+
+/* A zombie of this identity deleted (at version c->version, on the
+ * JobManager's connection to `server`): one warn line, the counter, a row. */
+static void zombie_deleted_report(const char *identity, const struct lock_check *c, const char *server,
+                                  const char *by) {
+  char ended[40];
+  format_ms(c->dead.ended_ms, ended, sizeof ended);
+  ZKW_METRIC_INC(zombie_ephemerals);
+  zkw_log_warn("identity %s: zombie ephemeral %s deleted (version %d, %s): its owner session 0x%" PRIx64
+               " (incarnation %" PRIu64 ") ended at %s, seen by zkwarden, yet %s still served it: %s",
+               identity, c->path, c->version, by, (uint64_t)c->owner, c->dead.incarnation, ended, server,
+               ZOMBIE_ADVICE);
+  char why[ZKW_HISTORY_TEXT_MAX];
+  snprintf(why, sizeof why, "zombie: owner session ended %s; deleted (%s)", ended, by);
+  zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, identity, c->dead.incarnation);
+}
+
 /* ---------------------------------------------------------------- reclaim */
+
+static const char NOT_A_LOCK[] = "not a lock (its name is not a UUID)";
 
 struct reclaim {
   struct zkw_session *s;
@@ -158,8 +198,10 @@ static void reclaim_decide(struct reclaim *rcl) {
   struct zkw_session *s = rcl->s;
   if (s->phase == ZKW_PHASE_CLOSING) return reclaim_finish(rcl, false);
   if (rcl->blocked) {
-    zkw_slog(s, ZKW_LOG_INFO, "%s %s: not reclaimed: %s is %s", rcl->is_create ? "create" : "delete",
-             rcl->path, rcl->blocked_path, rcl->blocked);
+    /* A delete whose children are not locks (Flink 2.x deleting
+     * leader/job-<id> with its connection_info) is routine: debug. */
+    zkw_slog(s, rcl->blocked == NOT_A_LOCK ? ZKW_LOG_DEBUG : ZKW_LOG_INFO, "%s %s: not reclaimed: %s is %s",
+             rcl->is_create ? "create" : "delete", rcl->path, rcl->blocked_path, rcl->blocked);
     return reclaim_finish(rcl, false);
   }
   if (rcl->count == 0) return reclaim_finish(rcl, true); /* gone meanwhile: replay */
@@ -186,7 +228,11 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
   struct reclaim *rcl = a->rcl;
   struct lock_check *c = &rcl->locks[a->index];
   free(a);
-  if (r->rc == ZOK) {
+  if (r->rc == ZOK && c->zombie) {
+    rcl->deleted++;
+    zombie_deleted_report(rcl->s->srv->cfg->identity, c, rcl->s->up_name,
+                          rcl->is_create ? "reclaim at create" : "reclaim at delete");
+  } else if (r->rc == ZOK) {
     rcl->deleted++;
     zkw_slog(rcl->s, ZKW_LOG_INFO,
              "reclaim at %s: deleted stale lock %s (identity %s, incarnation %" PRIu64 ", session 0x%" PRIx64
@@ -218,6 +264,16 @@ static void read_settled(struct reclaim *rcl) {
 static void check_done(struct reclaim *rcl, int i, uint64_t current) {
   struct lock_check *c = &rcl->locks[i];
   c->why = not_stale(c, rcl->s->session_id, current);
+  /* Not stale, but its owner is a session of this identity that zkwarden
+   * saw end: a zombie, deleted like a stale lock. */
+  const struct zkw_dead_session *d = c->why && c->owner && c->owner != rcl->s->session_id
+                                         ? zkw_identity_dead_session(rcl->id, c->owner)
+                                         : NULL;
+  if (d) {
+    c->zombie = true;
+    c->dead = *d;
+    c->why = NULL;
+  }
   c->stale = c->why == NULL;
   if (!c->stale && !rcl->blocked) {
     rcl->blocked = c->why;
@@ -311,7 +367,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
   for (int i = 0; i < r->child_count; i++) {
     const char *name = r->children[i];
     if (!zkw_is_uuid((const uint8_t *)name, strlen(name))) {
-      rcl->blocked = "not a lock (its name is not a UUID)";
+      rcl->blocked = NOT_A_LOCK;
       snprintf(rcl->blocked_path, sizeof rcl->blocked_path, "%.700s/%.200s", rcl->path, name);
       return reclaim_decide(rcl);
     }
@@ -373,6 +429,13 @@ struct sweep {
   size_t nfound, capfound;
   size_t visited;
   int inflight;
+  /* Zombies: checked while this identity or another has sessions known
+   * dead; others: the dead lists of the other identities' records. */
+  bool zombies;
+  int reg_pending; /* registry reads of other records (counted in inflight too) */
+  struct other_dead *others;
+  size_t nothers, capothers;
+  int zombies_deleted;
   /* Delete phase: sessions hold back lock requests meanwhile. */
   bool deleting;
   size_t next;
@@ -380,6 +443,54 @@ struct sweep {
 };
 
 static struct sweep *current_sweep;
+
+/* A session of another identity that its sidecar saw end. */
+struct other_dead {
+  char identity[ZKW_HISTORY_TEXT_MAX];
+  struct zkw_dead_session d;
+};
+
+/* Other identities' zombies already reported (by czxid): one warn line and
+ * one count per node, not one per sweep. */
+#define REPORTED_KEPT 256
+static int64_t reported[REPORTED_KEPT];
+static unsigned reported_next;
+
+static bool report_once(int64_t czxid) {
+  for (unsigned i = 0; i < REPORTED_KEPT; i++)
+    if (reported[i] == czxid) return false;
+  reported[reported_next++ % REPORTED_KEPT] = czxid;
+  return true;
+}
+
+/* A node whose owner is a session some sidecar saw end: this identity's
+ * (c->zombie set: the sweep deletes it) or another's (reported once, left
+ * to that identity's own sidecar). */
+static void classify_zombie(struct sweep *sw, struct lock_check *c) {
+  if (!sw->zombies || c->owner == 0 || c->owner == sw->session_id) return;
+  const struct zkw_dead_session *d = zkw_identity_dead_session(sw->id, c->owner);
+  if (d) {
+    c->zombie = true;
+    c->dead = *d;
+    return;
+  }
+  for (size_t i = 0; i < sw->nothers; i++) {
+    const struct other_dead *o = &sw->others[i];
+    if (o->d.session != c->owner || !report_once(c->czxid)) continue;
+    char ended[40];
+    format_ms(o->d.ended_ms, ended, sizeof ended);
+    ZKW_METRIC_INC(zombie_ephemerals);
+    zkw_log_warn("identity %s: zombie ephemeral %s of identity %s: its owner session 0x%" PRIx64
+                 " (incarnation %" PRIu64 ") ended at %s, seen by that identity's sidecar, and %s still "
+                 "serves it; left to that sidecar: %s",
+                 sw->id->srv->cfg->identity, c->path, o->identity, (uint64_t)o->d.session, o->d.incarnation,
+                 ended, sw->s ? sw->s->up_name : "the server", ZOMBIE_ADVICE);
+    char why[ZKW_HISTORY_TEXT_MAX];
+    snprintf(why, sizeof why, "zombie of another identity (session ended %s): reported, not deleted", ended);
+    zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, o->identity, o->d.incarnation);
+    return;
+  }
+}
 
 bool zkw_sweep_holding(const struct zkw_identity *id) {
   return current_sweep && current_sweep->id == id && current_sweep->deleting;
@@ -407,6 +518,7 @@ static void sweep_free(struct sweep *sw) {
   for (size_t i = 0; i < sw->nfound; i++)
     free(sw->found[i].path);
   free(sw->found);
+  free(sw->others);
   struct zkw_identity *id = sw->id;
   bool lost = !sw->s;
   if (lost)
@@ -414,15 +526,15 @@ static void sweep_free(struct sweep *sw) {
                  "lock(s) deleted); it runs again once a JobManager session is attached",
                  id->srv->cfg->identity, sw->visited, sw->deleted);
   else
-    zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) deleted",
-                 id->srv->cfg->identity, sw->visited, sw->deleted);
+    zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) and %d zombie(s) deleted",
+                 id->srv->cfg->identity, sw->visited, sw->deleted - sw->zombies_deleted, sw->zombies_deleted);
   if (sw->s) {
     zkw_session_unref(sw->s);
   }
   free(sw);
   current_sweep = NULL;
   id->sweeping = false;
-  if (lost && !id->stopping)
+  if ((lost || id->sweep_again) && !id->stopping)
     zkw_sweep_soon(id);
   else
     schedule_periodic(id);
@@ -474,8 +586,12 @@ static void sweep_lock_read(void *arg, const struct zkw_zk_result *r) {
   free(a);
   if (sweep_result(sw, "read the lock", c.path, r->rc) && r->rc == ZOK) {
     fill_check(&c, r);
-    if (c.tagged && strcmp(c.tag.identity, sw->id->srv->cfg->identity) == 0 &&
-        !not_stale(&c, sw->session_id, zkw_identity_current(sw->id))) {
+    const char *name = strrchr(c.path, '/');
+    name = name ? name + 1 : c.path;
+    classify_zombie(sw, &c);
+    if (c.zombie || (zkw_is_uuid((const uint8_t *)name, strlen(name)) && c.tagged &&
+                     strcmp(c.tag.identity, sw->id->srv->cfg->identity) == 0 &&
+                     !not_stale(&c, sw->session_id, zkw_identity_current(sw->id)))) {
       if (sw->nfound == sw->capfound) {
         size_t cap = sw->capfound ? sw->capfound * 2 : 16;
         struct lock_check *f = zkw_realloc(sw->found, cap * sizeof *f);
@@ -491,11 +607,25 @@ static void sweep_lock_read(void *arg, const struct zkw_zk_result *r) {
   sweep_pump(sw);
 }
 
+static bool is_lock_root(const struct sweep *sw, const char *path) {
+  const struct zkw_config *cfg = sw->id->srv->cfg;
+  for (int i = 0; i < cfg->lock_roots.count; i++)
+    if (strcmp(cfg->lock_roots.root[i], path) == 0) return true;
+  return false;
+}
+
 static void sweep_children_read(void *arg, const struct zkw_zk_result *r) {
   struct sweep_read *a = arg;
   struct sweep *sw = a->sw;
   sw->inflight--;
   if (sweep_result(sw, "list the children of", a->path, r->rc) && r->rc == ZOK) {
+    /* A leaf that is not named as a lock (a latch node, a connection_info)
+     * may be a zombie: read its owner. */
+    if (r->child_count == 0 && sw->zombies && !is_lock_root(sw, a->path) &&
+        zkw_inband_get(sw->s, a->path, sweep_lock_read, a) == 0) {
+      sw->inflight++;
+      return sweep_pump(sw);
+    }
     for (int i = 0; i < r->child_count && sw->visited < SWEEP_MAX_NODES && sw->s; i++) {
       const char *name = r->children[i];
       size_t n = strlen(a->path) + strlen(name) + 2;
@@ -533,7 +663,8 @@ static void sweep_pump(struct sweep *sw) {
     if (sw->inflight == 0) sweep_free(sw);
     return;
   }
-  while (sw->inflight < SWEEP_WINDOW && sw->qhead < sw->qlen && sw->s) {
+  /* The walk begins once the other identities' dead lists are known. */
+  while (sw->reg_pending == 0 && sw->inflight < SWEEP_WINDOW && sw->qhead < sw->qlen && sw->s) {
     char *path = sw->queue[sw->qhead];
     sw->queue[sw->qhead++] = NULL;
     struct sweep_read *a = zkw_malloc(sizeof *a);
@@ -552,6 +683,17 @@ static void sweep_pump(struct sweep *sw) {
     sweep_free(sw);
     return;
   }
+  /* Zombie latch nodes last: the new JobManager leads once the first in
+   * line goes, and by then no other zombie (a leader node it would
+   * replace, a lock) is left in its way. */
+  size_t n = 0;
+  for (int latches = 0; latches < 2; latches++)
+    for (size_t i = n; i < sw->nfound; i++)
+      if ((strstr(sw->found[i].path, "-latch-") != NULL) == latches) {
+        struct lock_check t = sw->found[n];
+        sw->found[n++] = sw->found[i];
+        sw->found[i] = t;
+      }
   /* Delete phase: sessions now hold back lock requests (zkw_sweep_holding). */
   sw->deleting = true;
   sw->next = 0;
@@ -559,6 +701,7 @@ static void sweep_pump(struct sweep *sw) {
 }
 
 static void sweep_deleted(void *arg, const struct zkw_zk_result *r);
+static void zombie_deleted(struct sweep *sw, const struct lock_check *c, int rc);
 
 static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
   struct sweep *sw = arg;
@@ -567,11 +710,14 @@ static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
   struct lock_check now = {.path = c->path};
   if (!sweep_result(sw, "read the lock", c->path, r->rc)) return sweep_free(sw);
   if (r->rc == ZOK) fill_check(&now, r);
-  /* Still the same node, still stale: delete exactly that version. */
-  if (r->rc == ZOK && now.czxid == c->czxid && now.tagged &&
-      strcmp(now.tag.identity, sw->id->srv->cfg->identity) == 0 &&
-      !not_stale(&now, sw->session_id, zkw_identity_current(sw->id)) &&
-      zkw_inband_delete(sw->s, c->path, now.version, sweep_deleted, sw) == 0) {
+  /* Still the same node, still stale (or still a dead session's): delete
+   * exactly that version. */
+  bool still = r->rc == ZOK && now.czxid == c->czxid &&
+               (c->zombie ? now.owner == c->owner && zkw_identity_dead_session(sw->id, now.owner) != NULL
+                          : now.tagged && strcmp(now.tag.identity, sw->id->srv->cfg->identity) == 0 &&
+                                !not_stale(&now, sw->session_id, zkw_identity_current(sw->id)));
+  if (still && zkw_inband_delete(sw->s, c->path, now.version, sweep_deleted, sw) == 0) {
+    c->version = now.version;
     sw->inflight++;
     c->tag = now.tag;
     c->owner = now.owner;
@@ -581,12 +727,35 @@ static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
   sweep_delete_next(sw);
 }
 
+/* A zombie's delete got NONODE: if the JobManager's server still serves
+ * the same node, it exists in that server's tree alone. */
+static void zombie_recheck(void *arg, const struct zkw_zk_result *r) {
+  struct sweep *sw = arg;
+  struct lock_check *c = &sw->found[sw->next];
+  sw->inflight--;
+  if (!sweep_result(sw, "read the zombie", c->path, r->rc)) return sweep_free(sw);
+  if (r->rc == ZOK && r->stat.czxid == c->czxid)
+    zombie_deleted(sw, c, ZNONODE);
+  else
+    zkw_log_debug("identity %s: zombie %s went before the sweep's delete", sw->id->srv->cfg->identity,
+                  c->path);
+  sw->next++;
+  sweep_delete_next(sw);
+}
+
 static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
   struct sweep *sw = arg;
   struct lock_check *c = &sw->found[sw->next];
   sw->inflight--;
-  if (!sweep_result(sw, "delete the stale lock", c->path, r->rc)) return sweep_free(sw);
-  if (r->rc == ZOK) {
+  if (!sweep_result(sw, c->zombie ? "delete the zombie" : "delete the stale lock", c->path, r->rc))
+    return sweep_free(sw);
+  if (c->zombie && r->rc == ZNONODE && zkw_inband_get(sw->s, c->path, zombie_recheck, sw) == 0) {
+    sw->inflight++; /* does the JobManager's server still show it? */
+    return;
+  }
+  if (c->zombie) {
+    zombie_deleted(sw, c, r->rc);
+  } else if (r->rc == ZOK) {
     sw->deleted++;
     ZKW_METRIC_INC(stale_locks_swept);
     zkw_log_info("identity %s: sweep deleted stale lock %s (incarnation %" PRIu64 ", session 0x%" PRIx64 ")",
@@ -598,6 +767,36 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
   }
   sw->next++;
   sweep_delete_next(sw);
+}
+
+/* A zombie of this identity deleted (or its delete failed: rc). */
+static void zombie_deleted(struct sweep *sw, const struct lock_check *c, int rc) {
+  const char *identity = sw->id->srv->cfg->identity;
+  char ended[40];
+  format_ms(c->dead.ended_ms, ended, sizeof ended);
+  if (rc == ZOK) {
+    sw->deleted++;
+    sw->zombies_deleted++;
+    zombie_deleted_report(identity, c, sw->s->up_name, "sweep");
+  } else if (rc == ZNONODE) {
+    /* The JobManager's server still shows it, the quorum has no such
+     * node: a zombie in one server's tree alone. Deleting cannot end it;
+     * the next sweep looks again (no retry loop). */
+    if (report_once(c->czxid)) ZKW_METRIC_INC(zombie_ephemerals);
+    zkw_log_warn("identity %s: zombie ephemeral %s of session 0x%" PRIx64 " (ended at %s) is served by %s "
+                 "alone: its delete got NONODE, the quorum has no such node; restart %s (%s)",
+                 identity, c->path, (uint64_t)c->owner, ended, sw->s->up_name, sw->s->up_name, ZOMBIE_ADVICE);
+    if (sw->id->srv->cfg->zombie_move && sw->s->srv->cfg->upstream_count > 1) {
+      /* The JobManager's next connection goes to another server. */
+      zkw_upstream_suspect(sw->s, ZOMBIE_MOVE_MS);
+      zkw_log_warn("identity %s: %s is tried after the other servers for the next %d min "
+                   "(ZKWARDEN_ZOMBIE_MOVE=on)",
+                   identity, sw->s->up_name, ZOMBIE_MOVE_MS / 60000);
+    }
+    char why[ZKW_HISTORY_TEXT_MAX];
+    snprintf(why, sizeof why, "zombie on %.100s alone (NONODE from the quorum): not deleted", sw->s->up_name);
+    zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, identity, c->dead.incarnation);
+  }
 }
 
 static void sweep_delete_next(struct sweep *sw) {
@@ -630,9 +829,65 @@ static void sweep_wait_cb(uv_timer_t *t) {
     sweep_start(id);
 }
 
+/* One other identity's record read: its dead sessions. */
+static void other_record_read(void *arg, const struct zkw_zk_result *r) {
+  struct sweep_read *a = arg;
+  struct sweep *sw = a->sw;
+  sw->inflight--;
+  sw->reg_pending--;
+  struct zkw_record rec;
+  if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) {
+    for (int i = 0; i < rec.ndead; i++) {
+      if (sw->nothers == sw->capothers) {
+        size_t cap = sw->capothers ? sw->capothers * 2 : 16;
+        struct other_dead *o = realloc(sw->others, cap * sizeof *o);
+        if (!o) break;
+        sw->others = o;
+        sw->capothers = cap;
+      }
+      struct other_dead *o = &sw->others[sw->nothers++];
+      snprintf(o->identity, sizeof o->identity, "%s", a->path);
+      o->d = rec.dead_sessions[i];
+    }
+    if (rec.ndead) sw->zombies = true;
+  }
+  memset(&rec, 0, sizeof rec);
+  free(a->path);
+  free(a);
+  sweep_pump(sw);
+}
+
+/* The identities of the registry: each other one's record is read. */
+static void identities_listed(void *arg, const struct zkw_zk_result *r) {
+  struct sweep *sw = arg;
+  sw->inflight--;
+  sw->reg_pending--;
+  for (int i = 0; r->rc == ZOK && i < r->child_count; i++) {
+    const char *name = r->children[i];
+    if (strcmp(name, sw->id->srv->cfg->identity) == 0) continue;
+    char node[700];
+    snprintf(node, sizeof node, "%s/%s", sw->id->root_identities, name);
+    struct sweep_read *b = malloc(sizeof *b);
+    if (b) *b = (struct sweep_read){sw, strdup(name)};
+    if (b && b->path && zkw_zk_get(sw->id->zk, node, false, other_record_read, b) == ZOK) {
+      sw->inflight++;
+      sw->reg_pending++;
+      continue;
+    }
+    if (b) free(b->path);
+    free(b);
+  }
+  if (r->rc != ZOK && r->rc != ZNONODE)
+    zkw_log_warn("identity %s: sweep: cannot list the other identities under %s: %s (their zombies are not "
+                 "reported in this sweep)",
+                 sw->id->srv->cfg->identity, sw->id->root_identities, zkw_zk_error(r->rc));
+  sweep_pump(sw);
+}
+
 static void sweep_start(struct zkw_identity *id) {
   const struct zkw_config *cfg = id->srv->cfg;
   if (id->sweeping || id->stopping) return;
+  id->sweep_again = false;
   if (!zkw_identity_current(id)) return schedule_periodic(id);
   /* Reads and deletes go on the JobManager's session: wait for one. */
   struct zkw_session *s = jm_session(id);
@@ -655,9 +910,21 @@ static void sweep_start(struct zkw_identity *id) {
     if (push_path(sw, cfg->lock_roots.root[i]) != 0) break;
   id->sweeping = true;
   current_sweep = sw;
+  /* Zombies: this identity's dead sessions, and (for the report) the
+   * other identities' ones from their records. */
+  sw->zombies = id->dead.ndead > 0;
+  if (id->zk && id->state == ZKW_REG_OWNER &&
+      zkw_zk_children(id->zk, id->root_identities, identities_listed, sw) == ZOK) {
+    sw->inflight++;
+    sw->reg_pending++;
+  }
   sweep_pump(sw);
 }
 
 void zkw_sweep_soon(struct zkw_identity *id) {
+  if (id->sweeping) {
+    id->sweep_again = true; /* a new incarnation: look again once this sweep ends */
+    return;
+  }
   uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_SOON_MS, 0);
 }

@@ -14,10 +14,43 @@ int zkw_record_format(const struct zkw_record *r, char *out, size_t cap) {
     snprintf(hex + 2 * i, 3, "%02x", r->passwd[i]);
   int n = snprintf(out, cap,
                    RECORD_MAGIC "incarnation=%" PRIu64 "\nsession=0x%" PRIx64 "\npasswd=%s\ntimeout=%" PRId32
-                                "\ninstance=%s\ndead=%" PRIu64 "\n",
-                   r->incarnation, (uint64_t)r->session, hex, r->timeout, r->instance, r->dead);
+                                "\ninstance=%s\n",
+                   r->incarnation, (uint64_t)r->session, hex, r->timeout, r->instance);
   memset(hex, 0, sizeof hex);
-  return n < 0 || (size_t)n >= cap ? -1 : n;
+  if (n < 0 || (size_t)n >= cap) return -1;
+  size_t used = (size_t)n;
+  for (int i = 0; i < r->ndead && i < ZKW_RECORD_DEAD_MAX; i++) {
+    const struct zkw_dead_session *d = &r->dead_sessions[i];
+    n = snprintf(out + used, cap - used, "%s0x%" PRIx64 ":%" PRIu64 ":%" PRIu64,
+                 i ? "," : "dead_sessions=", (uint64_t)d->session, d->incarnation, d->ended_ms);
+    if (n < 0 || (size_t)n >= cap - used) return -1;
+    used += (size_t)n;
+    if (i + 1 == r->ndead) {
+      if (used + 1 >= cap) return -1;
+      out[used++] = '\n';
+      out[used] = 0;
+    }
+  }
+  n = snprintf(out + used, cap - used, "dead=%" PRIu64 "\n", r->dead);
+  if (n < 0 || (size_t)n >= cap - used) return -1;
+  return (int)(used + (size_t)n);
+}
+
+bool zkw_record_add_dead(struct zkw_record *r, const struct zkw_dead_session *d) {
+  if (d->session == 0 || zkw_record_find_dead(r, d->session)) return false;
+  if (r->ndead == ZKW_RECORD_DEAD_MAX) {
+    memmove(&r->dead_sessions[0], &r->dead_sessions[1],
+            (ZKW_RECORD_DEAD_MAX - 1) * sizeof r->dead_sessions[0]);
+    r->ndead--;
+  }
+  r->dead_sessions[r->ndead++] = *d;
+  return true;
+}
+
+const struct zkw_dead_session *zkw_record_find_dead(const struct zkw_record *r, int64_t session) {
+  for (int i = 0; i < r->ndead; i++)
+    if (r->dead_sessions[i].session == session) return &r->dead_sessions[i];
+  return NULL;
 }
 
 static int hexval(char c) {
@@ -39,6 +72,28 @@ static int parse_u64(const char *v, size_t n, uint64_t *out) {
     x = x * (uint64_t)base + (uint64_t)d;
   }
   *out = x;
+  return 0;
+}
+
+/* dead_sessions: session:incarnation:ms entries separated by commas. */
+static int parse_dead_list(const char *v, size_t n, struct zkw_record *r) {
+  r->ndead = 0;
+  const char *end = v + n;
+  while (v < end) {
+    const char *comma = memchr(v, ',', (size_t)(end - v));
+    const char *e = comma ? comma : end;
+    const char *c1 = memchr(v, ':', (size_t)(e - v));
+    const char *c2 = c1 ? memchr(c1 + 1, ':', (size_t)(e - c1 - 1)) : NULL;
+    uint64_t session;
+    struct zkw_dead_session d;
+    if (!c2 || parse_u64(v, (size_t)(c1 - v), &session) ||
+        parse_u64(c1 + 1, (size_t)(c2 - c1 - 1), &d.incarnation) ||
+        parse_u64(c2 + 1, (size_t)(e - c2 - 1), &d.ended_ms))
+      return -1;
+    d.session = (int64_t)session;
+    zkw_record_add_dead(r, &d); /* more than ZKW_RECORD_DEAD_MAX: the newest are kept */
+    v = comma ? comma + 1 : end;
+  }
   return 0;
 }
 
@@ -82,6 +137,8 @@ int zkw_record_parse(const char *data, int len, struct zkw_record *r) {
       memcpy(r->instance, v, vl);
       r->instance[vl] = 0;
       seen |= 16;
+    } else if (KEY("dead_sessions")) {
+      if (parse_dead_list(v, vl, r)) return -1;
     } else if (KEY("dead")) {
       if (parse_u64(v, vl, &r->dead)) return -1;
       seen |= 32;

@@ -9,17 +9,32 @@
  *   passwd=<32 hex digits>
  *   timeout=20000
  *   instance=<uuid of the sidecar instance that recorded it>
+ *   dead_sessions=0x100000882350000:1:1764775200000,...
  *   dead=2
  *
  * `dead` is the highest incarnation known to be gone (fenced, expired or
- * closed). The password lets its holder close the session, which is why the
+ * closed). `dead_sessions` (absent when empty; records written before it
+ * existed parse with an empty list) holds the last ZKW_RECORD_DEAD_MAX
+ * sessions zkwarden saw end, oldest first, as session:incarnation:epoch-ms
+ * (when zkwarden saw it end): an ephemeral still owned by one of them is a
+ * zombie (zkw_reclaim.h). The password lets its holder close the session, which is why the
  * node carries a digest ACL when ZKWARDEN_REGISTRY_AUTH is set. An empty
  * node is a record with incarnation 0. Pure functions: no I/O. */
 #ifndef ZKW_RECORD_H
 #define ZKW_RECORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define ZKW_RECORD_DEAD_MAX 8
+
+/* A session zkwarden saw end (closed by a fence, or expired). */
+struct zkw_dead_session {
+  int64_t session;
+  uint64_t incarnation;
+  uint64_t ended_ms; /* epoch ms */
+};
 
 struct zkw_record {
   uint64_t incarnation;
@@ -28,7 +43,15 @@ struct zkw_record {
   int32_t timeout;
   char instance[40];
   uint64_t dead;
+  int ndead; /* dead_sessions: entries used, oldest first */
+  struct zkw_dead_session dead_sessions[ZKW_RECORD_DEAD_MAX];
 };
+
+/* Adds a session to the record's dead list (kept once; the oldest entry
+ * goes when the list is full). Returns true if the list changed. */
+bool zkw_record_add_dead(struct zkw_record *r, const struct zkw_dead_session *d);
+/* The dead-list entry of a session, or NULL. */
+const struct zkw_dead_session *zkw_record_find_dead(const struct zkw_record *r, int64_t session);
 
 /* Returns the length written, or -1 if cap is too small. */
 int zkw_record_format(const struct zkw_record *r, char *out, size_t cap);

@@ -25,6 +25,7 @@ BAD = {
     "ZKWARDEN_CONNECT_TIMEOUT_MS": ("0", "an integer from 1 to 600000"),
     "ZKWARDEN_HANDSHAKE_TIMEOUT_MS": ("600001", "an integer from 1 to 600000"),
     "ZKWARDEN_UPSTREAM_TLS": ("yes", "on or off"),
+    "ZKWARDEN_ZOMBIE_MOVE": ("1", "on or off"),
     "ZKWARDEN_TLS_CA_FILE": ("/nonexistent/ca.crt", "a readable PEM file"),
     "ZKWARDEN_TLS_CERT_FILE": ("/nonexistent/tls.crt", "a readable PEM file"),
     "ZKWARDEN_TLS_KEY_FILE": ("/nonexistent/tls.key", "together with ZKWARDEN_TLS_CERT_FILE"),

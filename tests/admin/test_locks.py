@@ -134,7 +134,8 @@ def test_report_names_each_lock_its_state_node_and_the_rule_verdict(tree, privat
     assert (ids["jm-1"]["current_incarnation"], ids["jm-1"]["locks"], ids["jm-1"]["stale"]) == (1, 2, 1)
     assert (ids["jm-9"]["current_incarnation"], ids["jm-9"]["record"]) == (0, "no registry record")
     assert doc["summary"] == {"locks": 5, "stale": 1, "untagged": 1, "unreadable": 1, "state_nodes": 5,
-                              "state_nodes_held": 4}
+                              "state_nodes_held": 4, "zombies": 0}
+    assert all(e["zombie"] is None for e in doc["locks"])
     states = {s["path"]: s for s in doc["state_nodes"]}
     assert states[tree.checkpoint]["held"] is False and "only stale locks" in states[tree.checkpoint]["why"]
     assert states[tree.graph]["held_by"] == tree.current

@@ -73,7 +73,7 @@ def test_status_page_in_a_browser(zk_server, zkwarden_factory, kazoo_factory, ad
     assert re.search(r"readiness ready", text)
     assert re.search(r"registry owner", text)
     assert re.search(r"fence /?\s*%s 1 0x[0-9a-f]+" % re.escape(identity), text), text
-    assert re.search(r"%s 2 1 0 ok" % re.escape(identity), text), text  # lock summary: 1 lock, 0 stale
+    assert re.search(r"%s 2 1 0 0 ok" % re.escape(identity), text), text  # lock summary: 1 lock, 0 stale, 0 zombies
     assert "1 lock(s): 0 stale, 0 untagged; 1 state node(s), 1 held" in text
 
     shots = os.path.join(default_build_dir(), "test-artifacts")

@@ -127,6 +127,44 @@ static void test_record_round_trip_and_corruption(void) {
   ASSERT_EQ(zkw_record_format(&r, text, 40), -1);
 }
 
+/* The dead-session list: kept across a round trip, bounded (the oldest
+ * goes), absent from records written before it existed. */
+static void test_record_dead_sessions(void) {
+  const char *old =
+      "zkwarden-registry 1\nincarnation=2\nsession=0x10\npasswd=000102030405060708090a0b0c0d0e0f\n"
+      "timeout=20000\ninstance=x\ndead=1\n";
+  struct zkw_record r;
+  ASSERT_EQ(zkw_record_parse(old, (int)strlen(old), &r), 0); /* an older version's record */
+  ASSERT_EQ(r.ndead, 0);
+  ASSERT_TRUE(zkw_record_find_dead(&r, 0x10) == NULL);
+  for (int i = 1; i <= ZKW_RECORD_DEAD_MAX + 2; i++) {
+    struct zkw_dead_session d = {.session = 0x100000000000000LL + i,
+                                 .incarnation = (uint64_t)i,
+                                 .ended_ms = 1764775200000ULL + (uint64_t)i};
+    ASSERT_TRUE(zkw_record_add_dead(&r, &d));
+    ASSERT_TRUE(!zkw_record_add_dead(&r, &d)); /* kept once */
+  }
+  ASSERT_EQ(r.ndead, ZKW_RECORD_DEAD_MAX);
+  ASSERT_TRUE(zkw_record_find_dead(&r, 0x100000000000001LL) == NULL); /* the oldest went */
+  char text[1024];
+  int n = zkw_record_format(&r, text, sizeof text);
+  ASSERT_TRUE(n > 0);
+  ASSERT_TRUE(strstr(text, "dead_sessions=0x100000000000003:3:1764775200003,") != NULL);
+  struct zkw_record back;
+  ASSERT_EQ(zkw_record_parse(text, n, &back), 0);
+  ASSERT_EQ(back.ndead, ZKW_RECORD_DEAD_MAX);
+  const struct zkw_dead_session *d = zkw_record_find_dead(&back, 0x10000000000000aLL);
+  ASSERT_TRUE(d != NULL);
+  ASSERT_EQ(d->incarnation, 10);
+  ASSERT_EQ(d->ended_ms, 1764775200010ULL);
+  ASSERT_EQ(back.dead, 1);
+  const char *bad =
+      "zkwarden-registry 1\nincarnation=2\nsession=0x10\npasswd=000102030405060708090a0b0c0d0e0f\n"
+      "timeout=20000\ninstance=x\ndead_sessions=0x11:1\ndead=1\n";
+  ASSERT_EQ(zkw_record_parse(bad, (int)strlen(bad), &back), -1);
+  ASSERT_EQ(zkw_record_format(&r, text, 300), -1); /* too small: never cut short */
+}
+
 /* Builds a request frame with the codec's own encoder. */
 static size_t create_frame(uint8_t *buf, size_t cap, int32_t type, const char *path, const char *data,
                            int32_t flags) {
@@ -239,6 +277,7 @@ int main(void) {
   RUN(test_tag_round_trip);
   RUN(test_tag_rejects_what_is_not_a_tag);
   RUN(test_record_round_trip_and_corruption);
+  RUN(test_record_dead_sessions);
   RUN(test_rewrite_tags_lock_creates_only);
   RUN(test_rewrite_untags_get_data);
   RUN(test_rewrite_config_names_the_sidecar);
