@@ -11,6 +11,7 @@
 #include "zkw_admin.h"
 #include "zkw_buf.h"
 #include "zkw_config.h"
+#include "zkw_history.h"
 #include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
@@ -99,6 +100,12 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  int arc = zkw_history_audit_open(cfg.audit_file);
+  if (arc) {
+    fprintf(stderr, "zkwarden: ZKWARDEN_AUDIT_FILE=\"%s\" cannot be opened: %s\n", cfg.audit_file,
+            strerror(-arc));
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN); /* until the admin module handles it (log reopen) */
   zkw_metrics_init();
@@ -117,6 +124,7 @@ int main(int argc, char **argv) {
   signals_stop(loop);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();
+  zkw_history_audit_close();
   if (rc) {
     zkw_log_error("event loop closed with handles still open: %s", uv_strerror(rc));
     return 1;

@@ -39,6 +39,7 @@ struct zkw_orphan {
   int64_t session_id;
   uint8_t passwd[16];
   uint64_t incarnation;
+  int timeout_ms; /* the session's negotiated timeout */
   bool fencing;
 };
 
@@ -60,6 +61,26 @@ bool zkw_identity_ready(const struct zkw_identity *id, const char **why) {
   if (!id || id->disabled || (id->state == ZKW_REG_OWNER && id->rec_loaded)) return true;
   *why = id->why[0] ? id->why : state_names[id->state];
   return false;
+}
+
+bool zkw_identity_observing(const struct zkw_identity *id) {
+  return id && id->srv->cfg->observe;
+}
+
+bool zkw_identity_would_have_fenced(const struct zkw_identity *id, int64_t session) {
+  for (int i = 0; session && i < ZKW_SUPERSEDED_KEPT; i++)
+    if (id->would_fenced[i] == session) return true;
+  return false;
+}
+
+/* Observe mode: the fence of a session that sidecar mode would do here. */
+static void would_fence(struct zkw_identity *id, enum zkw_history_kind kind, int64_t session,
+                        uint64_t incarnation, int timeout_ms, const char *why) {
+  char reason[ZKW_HISTORY_TEXT_MAX + 128]; /* cut to ZKW_HISTORY_TEXT_MAX when recorded */
+  snprintf(reason, sizeof reason, "%s; not closed: its ephemerals stay until it expires (timeout %d ms)", why,
+           timeout_ms);
+  zkw_history_would(&(struct zkw_action){kind, NULL, -1, reason, session, identity_name(id), incarnation});
+  id->would_fenced[id->would_fenced_next++ % ZKW_SUPERSEDED_KEPT] = session;
 }
 
 uint64_t zkw_identity_current(const struct zkw_identity *id) {
@@ -622,8 +643,20 @@ static void capture_previous(struct zkw_identity *id) {
 static void fence_previous(struct zkw_identity *id) {
   if (id->state != ZKW_REG_OWNER || !id->rec_loaded) return;
   capture_previous(id);
-  if (!id->prev.pending || id->prev.incarnation <= id->rec.dead) {
+  if (!id->prev.pending || id->prev.incarnation <= id->rec.dead ||
+      (zkw_identity_observing(id) && id->prev.incarnation <= id->would_dead)) {
     id->prev.pending = false;
+    release_waiting(id);
+    return;
+  }
+  if (zkw_identity_observing(id)) {
+    /* Observe: the JobManager waits for the old session as it would direct. */
+    char why[80];
+    snprintf(why, sizeof why, "superseded by incarnation %" PRIu64, id->rec.incarnation + 1);
+    would_fence(id, ZKW_HISTORY_FENCE, id->prev.session, id->prev.incarnation, id->rec.timeout, why);
+    cancel_orphan(id, id->prev.session);
+    id->prev.pending = false;
+    memset(id->prev.passwd, 0, sizeof id->prev.passwd);
     release_waiting(id);
     return;
   }
@@ -717,6 +750,18 @@ static void orphan_timer_cb(uv_timer_t *t) {
     uv_timer_start(&o->timer, orphan_timer_cb, 200, 0);
     return;
   }
+  if (zkw_identity_observing(id)) {
+    if (!attached_here(id, o->session_id)) {
+      char why[120];
+      snprintf(why, sizeof why, "dropped without closeSession, not re-attached in %u ms",
+               id->srv->cfg->orphan_grace_ms);
+      would_fence(id, ZKW_HISTORY_ORPHAN_FENCE, o->session_id, o->incarnation, o->timeout_ms, why);
+      if (o->incarnation == id->rec.incarnation && o->session_id == id->rec.session)
+        id->would_dead = o->incarnation; /* as write_dead: the next incarnation has nothing to fence */
+    }
+    orphan_free(o);
+    return;
+  }
   zkw_log_info("identity %s: session 0x%" PRIx64 " was not re-attached within %u ms; fencing it",
                identity_name(id), (uint64_t)o->session_id, id->srv->cfg->orphan_grace_ms);
   if (!start_fence(id, o->session_id, o->passwd, o->incarnation, o)) orphan_free(o);
@@ -804,7 +849,9 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
         zkw_sc(s)->plain_conflict = true;
         return false;
       }
-      id->superseded[id->superseded_next++ % ZKW_SUPERSEDED_KEPT] = id->rec.session;
+      /* (Observe mode closes nothing: a re-attach of that session proves nothing.) */
+      if (!zkw_identity_observing(id))
+        id->superseded[id->superseded_next++ % ZKW_SUPERSEDED_KEPT] = id->rec.session;
     }
     break;
   case ZKW_REG_CONNECTING:
@@ -847,6 +894,7 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
   o->session_id = s->session_id;
   memcpy(o->passwd, s->passwd, sizeof o->passwd);
   o->incarnation = zkw_sc(s)->incarnation;
+  o->timeout_ms = s->timeout;
   uv_timer_init(id->srv->loop, &o->timer);
   o->timer.data = o;
   o->next = id->orphans;
@@ -910,6 +958,10 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
     zkw_log_info("ZKWARDEN_MODE=relay: a plain proxy, without identity, tags, fencing or reclaim");
     return 0;
   }
+  if (cfg->observe)
+    zkw_log_info("ZKWARDEN_MODE=observe: identity, registry and tags as in sidecar mode; nothing is fenced "
+                 "or deleted: each fence and delete sidecar mode would do is logged as \"observe: would\" "
+                 "and counted in zkwarden_would_actions_total");
   id->rec_version = -1;
   set_state(id, ZKW_REG_CONNECTING, "registry session connecting");
   uuid_t u;

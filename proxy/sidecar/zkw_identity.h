@@ -123,6 +123,11 @@ struct zkw_identity {
   uint64_t superseded_alive_ms; /* when one of them last tried to re-attach */
   int64_t shared_with;          /* current session that another live JobManager was relayed beside */
   struct zkw_orphan *orphans;
+  /* ZKWARDEN_MODE=observe: sessions that a fence would have closed (a lock
+   * of theirs in the way is the cost of that fence not done). */
+  int64_t would_fenced[ZKW_SUPERSEDED_KEPT];
+  unsigned would_fenced_next;
+  uint64_t would_dead; /* the incarnation a would-fence ended (sidecar mode writes it as `dead`) */
   bool sweeping;
   bool stopping;
 };
@@ -155,6 +160,12 @@ void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_co
 bool zkw_identity_on_jm_request(struct zkw_session *s);
 /* The session's client connection is closing. */
 void zkw_identity_on_session_closed(struct zkw_session *s);
+
+/* ZKWARDEN_MODE=observe: nothing is fenced or deleted; each such action is
+ * recorded as a would-action (zkw_history_would) instead. */
+bool zkw_identity_observing(const struct zkw_identity *id);
+/* Observe mode: a fence of this session would have been done. */
+bool zkw_identity_would_have_fenced(const struct zkw_identity *id, int64_t session);
 
 /* Staleness (used by reclaim and sweep): the current incarnation of this
  * identity when known, else 0. */

@@ -98,6 +98,29 @@ static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind,
                   known ? c->tag.incarnation : 0);
 }
 
+/* ------------------------------------------------------- observe mode */
+
+/* Observe mode deletes nothing: each stale lock sidecar mode would delete
+ * is reported once (sidecar mode would have deleted it the first time),
+ * however often the JobManager or a sweep meets it again. */
+#define WOULD_SEEN 1024
+static int64_t would_seen[WOULD_SEEN]; /* czxids of the locks reported */
+static unsigned would_seen_next;
+
+static void would_delete(struct zkw_identity *id, enum zkw_history_kind kind, const struct lock_check *c,
+                         const char *cost) {
+  for (unsigned i = 0; i < WOULD_SEEN; i++)
+    if (would_seen[i] == c->czxid && c->czxid) return;
+  would_seen[would_seen_next++ % WOULD_SEEN] = c->czxid;
+  char reason[ZKW_HISTORY_TEXT_MAX];
+  snprintf(reason, sizeof reason, "stale lock of a superseded incarnation; %s%s", cost,
+           zkw_identity_would_have_fenced(id, c->owner) ? " (the would-fence of its session removes it)"
+                                                        : "");
+  zkw_history_would(&(struct zkw_action){kind, c->path, c->version, reason, c->owner,
+                                         c->tagged ? c->tag.identity : NULL,
+                                         c->tagged ? c->tag.incarnation : 0});
+}
+
 /* ---------------------------------------------------------------- reclaim */
 
 struct reclaim {
@@ -120,6 +143,7 @@ static enum zkw_history_kind reclaim_kind(const struct reclaim *rcl) {
 
 static void reclaim_finish(struct reclaim *rcl, bool replay) {
   struct zkw_session *s = rcl->s;
+  if (zkw_identity_observing(rcl->id)) replay = false; /* the JobManager gets its own reply */
   for (int i = 0; i < rcl->count; i++)
     free(rcl->locks[i].path);
   free(rcl->locks);
@@ -161,6 +185,14 @@ static void reclaim_decide(struct reclaim *rcl) {
     return reclaim_finish(rcl, false);
   }
   if (rcl->count == 0) return reclaim_finish(rcl, true); /* gone meanwhile: replay */
+  if (zkw_identity_observing(rcl->id)) {
+    char cost[120];
+    snprintf(cost, sizeof cost, "not deleted: the JobManager got %s",
+             rcl->is_create ? "NODEEXISTS" : "NOTEMPTY");
+    for (int i = 0; i < rcl->count; i++)
+      would_delete(rcl->id, reclaim_kind(rcl), &rcl->locks[i], cost);
+    return reclaim_finish(rcl, false);
+  }
   rcl->deleting = true;
   rcl->pending = 1; /* held by the loop below until every delete is sent */
   for (int i = 0; i < rcl->count; i++) {
@@ -538,6 +570,12 @@ static void sweep_pump(struct sweep *sw) {
   if (sw->nfound == 0) {
     zkw_log_debug("identity %s: sweep found no stale lock (%zu nodes)", sw->id->srv->cfg->identity,
                   sw->visited);
+    sweep_free(sw);
+    return;
+  }
+  if (zkw_identity_observing(sw->id)) { /* nothing deleted, nothing held back */
+    for (size_t i = 0; i < sw->nfound; i++)
+      would_delete(sw->id, ZKW_HISTORY_SWEEP, &sw->found[i], "not deleted by the sweep");
     sweep_free(sw);
     return;
   }
