@@ -219,9 +219,10 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
              ")",
              rcl->is_create ? "create" : "delete", c->path, c->tag.identity, c->tag.incarnation,
              (uint64_t)c->owner);
-    zkw_history_add(reclaim_kind(rcl), c->path,
-                    rcl->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
-                    c->tag.identity, c->tag.incarnation);
+    zkw_history_record(
+        &(struct zkw_action){reclaim_kind(rcl), c->path, c->version,
+                             rcl->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
+                             c->tag.identity, c->tag.incarnation});
   } else {
     step_failed(rcl->s, reclaim_kind(rcl), "delete the stale lock", c->path, r->rc, c);
   }
@@ -602,6 +603,7 @@ static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
     sw->inflight++;
     c->tag = now.tag;
     c->owner = now.owner;
+    c->version = now.version;
     return;
   }
   sw->next++;
@@ -618,8 +620,9 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
     ZKW_METRIC_INC(stale_locks_swept);
     zkw_log_info("identity %s: sweep deleted stale lock %s (incarnation %" PRIu64 ", session 0x%" PRIx64 ")",
                  sw->id->srv->cfg->identity, c->path, c->tag.incarnation, (uint64_t)c->owner);
-    zkw_history_add(ZKW_HISTORY_SWEEP, c->path, "stale lock of a superseded incarnation", c->owner,
-                    c->tag.identity, c->tag.incarnation);
+    zkw_history_record(&(struct zkw_action){ZKW_HISTORY_SWEEP, c->path, c->version,
+                                            "stale lock of a superseded incarnation", c->owner,
+                                            c->tag.identity, c->tag.incarnation});
   } else if (r->rc == ZNONODE) { /* gone before our delete: not by us */
     step_failed(sw->s, ZKW_HISTORY_SWEEP, "delete the stale lock", c->path, r->rc, c);
   }
