@@ -14,6 +14,7 @@ Observe mode must give the JobManager exactly what direct gives it; every
 action of the sidecar-mode run must come back as a would-action of the
 observe-mode run; and the server's own view (`dump`, the transaction log)
 must show that observe mode closed no session and deleted no node.
+(ZooKeeper 3.8's transaction log tool is TxnLogToolkit; LogFormatter is gone.)
 Then the audit file: every action, done and would-be, across restarts, a
 switch observe -> sidecar, and a logrotate-style SIGHUP.
 """
@@ -63,11 +64,12 @@ def wait_log(proxy, text, start=0, limit=15):
 
 
 def txn_log(server):
-    """The server's transaction log, as LogFormatter prints it."""
+    """The server's transaction log, as its TxnLogToolkit prints it (3.8 has no LogFormatter)."""
     logs = sorted((server.datadir / "version-2").glob("log.*"))
     out = []
     for log in logs:
-        r = subprocess.run(["java", "-cp", zk_classpath(), "org.apache.zookeeper.server.LogFormatter", str(log)],
+        r = subprocess.run(["java", "-cp", zk_classpath(), "org.apache.zookeeper.server.persistence.TxnLogToolkit",
+                            "--dump", str(log)],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         out.append(r.stdout)
@@ -81,7 +83,7 @@ def closed_sessions(txns):
 
 
 def deleted_paths(txns):
-    return set(re.findall(r" delete '([^']+)'", txns))
+    return set(re.findall(r" delete '(/\S+)", txns))
 
 
 def drill(mode, layout, tmp_path, kazoo_factory, zkwarden_factory, jms, audit=None):
@@ -165,8 +167,9 @@ def _drill(mode, layout, srv, kazoo_factory, zkwarden_factory, jms, audit):
     res["got"]["C: job graph left"] = leader.exists(graph) is not None
 
     # The server's own view, while every client is still connected.
-    res["dump"] = four_letter(srv.port, "dump")
+    res["dump"] = four_letter(srv.port, "dump").decode()
     res["stale"] = {"ghost": ghost_lock, "old_standby": sb_lock}
+    res["txns"] = txn_log(srv)  # before the clients close their sessions
     if p0:
         res["actions"] = []
         for p in (p0, p1):
@@ -181,7 +184,6 @@ def _drill(mode, layout, srv, kazoo_factory, zkwarden_factory, jms, audit):
     for p in res["proxies"]:
         assert not p.stop(), p.stderr()
         p.proc = None  # stopped: nothing left for the fixture to stop
-    res["txns"] = txn_log(srv)
     return res
 
 
