@@ -196,6 +196,9 @@ struct zkw_histogram {
   X(would_actions, COUNTER, KIND, "zkwarden_would_actions_total",                                            \
     "ZKWARDEN_MODE=observe: fences and deletes that sidecar mode would have done and observe mode only "     \
     "reported, by kind (each is logged and shown in /v1/reclaims with done false).")                         \
+  X(would_fence_wait_ms, COUNTER, NONE, "zkwarden_would_fence_wait_milliseconds_total",                      \
+    "ZKWARDEN_MODE=observe: how long superseded sessions' leader latches outlived the fences not done, ms: " \
+    "the leadership wait of new JobManagers that sidecar mode would have saved.")                            \
   X(audit_write_failures, COUNTER, NONE, "zkwarden_audit_write_failures_total",                              \
     "Actions that could not be appended to ZKWARDEN_AUDIT_FILE (logged at error).")                          \
   X(identity_conflicts, COUNTER, NONE, "zkwarden_identity_conflicts_total",                                  \

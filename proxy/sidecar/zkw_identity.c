@@ -73,6 +73,52 @@ bool zkw_identity_would_have_fenced(const struct zkw_identity *id, int64_t sessi
   return false;
 }
 
+static uint64_t now_ms(void);
+
+/* Observe mode: the superseded session's latch went `ms` after the fence
+ * not done: that long the new JobManager could not lead. */
+static void latch_gone(struct zkw_identity *id, uint64_t ms) {
+  id->wait.active = false;
+  zkw_metrics.would_fence_wait_ms += ms;
+  zkw_log_info("observe: the fence not done of session 0x%" PRIx64 " (identity %s, incarnation %" PRIu64
+               ") cost %" PRIu64 " ms: its latch %s stayed that long (a fence removes it at once)",
+               (uint64_t)id->wait.session, identity_name(id), id->wait.incarnation, ms, id->wait.path);
+}
+
+static void latch_watched(void *arg, const struct zkw_zk_result *r) {
+  struct zkw_identity *id = arg;
+  if (!id->wait.active || id->stopping) return;
+  if (r->rc == ZNONODE) return latch_gone(id, now_ms() - id->wait.since_ms); /* gone already */
+  if (r->rc != ZOK) {
+    id->wait.active = false;
+    zkw_log_warn("observe: cannot watch %s to measure the fence not done: %s", id->wait.path,
+                 zkw_zk_error(r->rc));
+  }
+}
+
+/* Starts measuring how long the session's latch (known when it created its
+ * latch through this sidecar) outlives the fence not done. */
+static void wait_for_latch(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
+  if (id->latch_session != session || !id->latch_path[0] || !id->zk) return;
+  id->wait.active = true;
+  id->wait.session = session;
+  id->wait.incarnation = incarnation;
+  id->wait.since_ms = now_ms();
+  snprintf(id->wait.path, sizeof id->wait.path, "%s", id->latch_path);
+  if (zkw_zk_exists(id->zk, id->wait.path, true, latch_watched, id) != ZOK) id->wait.active = false;
+}
+
+void zkw_identity_on_jm_created(struct zkw_session *s, struct zkw_bytes path) {
+  struct zkw_identity *id = s->srv->policy;
+  if (!zkw_identity_observing(id) || id->disabled || path.len <= 0 ||
+      (size_t)path.len >= sizeof id->latch_path || !zkw_sc(s)->incarnation ||
+      zkw_sc(s)->incarnation != id->rec.incarnation)
+    return;
+  id->latch_session = s->session_id;
+  memcpy(id->latch_path, path.p, (size_t)path.len);
+  id->latch_path[path.len] = 0;
+}
+
 /* Observe mode: the fence of a session that sidecar mode would do here. */
 static void would_fence(struct zkw_identity *id, enum zkw_history_kind kind, int64_t session,
                         uint64_t incarnation, int timeout_ms, const char *why) {
@@ -81,6 +127,7 @@ static void would_fence(struct zkw_identity *id, enum zkw_history_kind kind, int
            timeout_ms);
   zkw_history_would(&(struct zkw_action){kind, NULL, -1, reason, session, identity_name(id), incarnation});
   id->would_fenced[id->would_fenced_next++ % ZKW_SUPERSEDED_KEPT] = session;
+  wait_for_latch(id, session, incarnation);
 }
 
 uint64_t zkw_identity_current(const struct zkw_identity *id) {
@@ -942,6 +989,8 @@ static void on_registry_event(void *arg, int type, int state, const char *path) 
     }
     return;
   }
+  if (type == ZOO_DELETED_EVENT && id->wait.active && strcmp(path, id->wait.path) == 0)
+    return latch_gone(id, now_ms() - id->wait.since_ms);
   if (type == ZOO_DELETED_EVENT && strcmp(path, id->owner_node) == 0 &&
       (id->state == ZKW_REG_CLAIMING || id->state == ZKW_REG_CONFLICT))
     claim(id);
