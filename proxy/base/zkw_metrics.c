@@ -84,6 +84,11 @@ static int render_counter_none(struct zkw_buf *b, const char *name, uint64_t v) 
   return zkw_text_printf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
+static int render_counter_msec(struct zkw_buf *b, const char *name, uint64_t ms) {
+  return zkw_text_printf(b, "%s %llu.%03llu\n", name, (unsigned long long)(ms / 1000),
+                         (unsigned long long)(ms % 1000));
+}
+
 static int render_gauge_none(struct zkw_buf *b, const char *name, int64_t v) {
   return zkw_text_printf(b, "%s %lld\n", name, (long long)v);
 }
@@ -158,6 +163,7 @@ static int render_histogram_op(struct zkw_buf *b, const char *name, const struct
 #define ZKW_MRENDER_COUNTER_DIR   render_counter_dir
 #define ZKW_MRENDER_COUNTER_RFAIL render_counter_rfail
 #define ZKW_MRENDER_COUNTER_KIND  render_counter_kind
+#define ZKW_MRENDER_COUNTER_MSEC  render_counter_msec
 #define ZKW_MRENDER_GAUGE_NONE    render_gauge_none
 #define ZKW_MRENDER_GAUGE_BUILD   render_gauge_build
 #define ZKW_MRENDER_HISTOGRAM_OP  render_histogram_op
@@ -171,7 +177,16 @@ int zkw_metrics_render(struct zkw_buf *out) {
   return 0;
 }
 
-enum { LABELS_NONE, LABELS_OP, LABELS_CLOSE, LABELS_RFAIL, LABELS_KIND, LABELS_DIR, LABELS_BUILD };
+enum {
+  LABELS_NONE,
+  LABELS_MSEC,
+  LABELS_OP,
+  LABELS_CLOSE,
+  LABELS_RFAIL,
+  LABELS_KIND,
+  LABELS_DIR,
+  LABELS_BUILD
+};
 
 static void print_reasons(FILE *out, const char *const *names, int n) {
   fprintf(out, "`reason`:");

@@ -125,7 +125,8 @@ struct zkw_histogram {
  *   type:   COUNTER, GAUGE or HISTOGRAM
  *   labels: NONE; OP (op="<opcode name from ZKW_OPCODES>"); CLOSE
  *           (reason="<ZKW_CLOSE_CLASSES>"); RFAIL (reason="<ZKW_RECLAIM_FAILURES>"); KIND
- *           (kind="<ZKW_ACTION_KINDS>"); DIR (direction=
+ *           (kind="<ZKW_ACTION_KINDS>"); MSEC (none: counted in milliseconds, shown in
+ *           seconds); DIR (direction=
  *           "client_to_upstream"|"upstream_to_client"); BUILD (version=)
  * Help texts are one line without backslashes (they are written verbatim). */
 #define ZKW_METRICS(X)                                                                                       \
@@ -196,8 +197,8 @@ struct zkw_histogram {
   X(would_actions, COUNTER, KIND, "zkwarden_would_actions_total",                                            \
     "ZKWARDEN_MODE=observe: fences and deletes that sidecar mode would have done and observe mode only "     \
     "reported, by kind (each is logged and shown in /v1/reclaims with done false).")                         \
-  X(would_fence_wait_ms, COUNTER, NONE, "zkwarden_would_fence_wait_milliseconds_total",                      \
-    "ZKWARDEN_MODE=observe: how long superseded sessions' leader latches outlived the fences not done, ms: " \
+  X(would_fence_wait_ms, COUNTER, MSEC, "zkwarden_would_fence_wait_seconds_total",                           \
+    "ZKWARDEN_MODE=observe: how long superseded sessions' leader latches outlived the fences not done: "     \
     "the leadership wait of new JobManagers that sidecar mode would have saved.")                            \
   X(audit_write_failures, COUNTER, NONE, "zkwarden_audit_write_failures_total",                              \
     "Actions that could not be appended to ZKWARDEN_AUDIT_FILE (logged at error).")                          \
@@ -217,6 +218,7 @@ struct zkw_histogram {
 #define ZKW_MSTORE_COUNTER_DIR(f)   uint64_t f[ZKW_DIR_COUNT];
 #define ZKW_MSTORE_COUNTER_RFAIL(f) uint64_t f[ZKW_RFAIL_COUNT];
 #define ZKW_MSTORE_COUNTER_KIND(f)  uint64_t f[ZKW_ACTION_KIND_COUNT];
+#define ZKW_MSTORE_COUNTER_MSEC(f)  uint64_t f;
 #define ZKW_MSTORE_GAUGE_NONE(f)    int64_t f;
 #define ZKW_MSTORE_GAUGE_BUILD(f)   int64_t f;
 #define ZKW_MSTORE_HISTOGRAM_OP(f)  struct zkw_histogram f[ZKW_OP_COUNT];

@@ -342,21 +342,21 @@ static int render_page_reclaims(struct zkw_buf *b) {
       b,
       "<h2>Recent reclaims (%llu in all; the last %d)</h2>\n<table><tr><th>time (UTC)</th>"
       "<th>kind</th><th>done</th><th>path</th><th>identity</th><th>incarnation</th><th>session</th>"
-      "<th>reason</th></tr>\n",
+      "<th>reason</th><th>done</th></tr>\n",
       (unsigned long long)zkw_history_total(), PAGE_RECLAIMS));
   const struct zkw_history_entry *e;
   for (unsigned i = 0; i < PAGE_RECLAIMS && (e = zkw_history_newest(i)); i++) {
     char ts[40];
     zkw_history_time(e, ts, sizeof ts);
-    TRY(zkw_text_printf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td class=\"mono\">", ts,
-                        zkw_history_kind_name(e->kind), e->done ? "done" : "would (observe)"));
+    TRY(zkw_text_printf(b, "<tr><td>%s</td><td>%s</td><td class=\"mono\">", ts,
+                        zkw_history_kind_name(e->kind)));
     HTML(b, e->path, sizeof e->path);
     TRY(zkw_text_printf(b, "</td><td>"));
     HTML(b, e->identity, sizeof e->identity);
     TRY(zkw_text_printf(b, "</td><td>%llu</td><td class=\"mono\">0x%llx</td><td>",
                         (unsigned long long)e->incarnation, (unsigned long long)e->session_id));
     HTML(b, e->reason, sizeof e->reason);
-    TRY(zkw_text_printf(b, "</td></tr>\n"));
+    TRY(zkw_text_printf(b, "</td><td>%s</td></tr>\n", e->done ? "done" : "would (observe)"));
   }
   TRY(zkw_text_printf(b, "</table>\n"));
   return 0;
@@ -382,8 +382,11 @@ static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, co
     snprintf(
         line, sizeof line,
         "observe: nothing fenced or deleted; %llu would-action(s) so far (each a fence or delete sidecar "
-        "mode would have done: see Recent reclaims and zkwarden_would_actions_total)",
-        (unsigned long long)zkw_history_would_total());
+        "mode would have done: see Recent reclaims and zkwarden_would_actions_total); leadership waits "
+        "that the fences not done cost: %llu.%03llu s",
+        (unsigned long long)zkw_history_would_total(),
+        (unsigned long long)(zkw_metrics.would_fence_wait_ms / 1000),
+        (unsigned long long)(zkw_metrics.would_fence_wait_ms % 1000));
     TRY(kv_row(b, "mode", "", line));
   } else {
     TRY(kv_row(b, "mode", "", cfg->relay_only ? "relay" : "sidecar"));

@@ -177,7 +177,7 @@ def _drill(mode, layout, srv, kazoo_factory, zkwarden_factory, jms, audit):
             status, body = p.admin_get("/v1/reclaims")
             assert status == 200
             res["actions"] += json.loads(body)["reclaims"]
-        res["fence_wait_ms"] = p0.metric("zkwarden_would_fence_wait_milliseconds_total")
+        res["fence_wait_ms"] = 1000 * p0.metric("zkwarden_would_fence_wait_seconds_total")
         res["would_metric"] = sum(v for p in (p0, p1) for k, v in p.metrics().items()
                                   if k.startswith("zkwarden_would_actions_total{"))
     for c in (ghost, old_sb, new_sb, leader):
