@@ -367,3 +367,72 @@ def test_audit_file_holds_every_action_across_restarts_and_the_switch(private_zk
         assert len(pw) == 16
         assert pw.hex().encode() not in text and pw not in text
     assert "passwd" not in text.decode()
+
+
+@pytest.mark.parametrize("mode", ["direct", pytest.param("observe", marks=pytest.mark.zkwarden)])
+def test_recreated_lock_gets_nodeexists_as_direct_and_a_would_reclaim(mode, private_zk, zkwarden_factory,
+                                                                      kazoo_factory):
+    """A lock re-created by a new session on a stale lock of an earlier
+    incarnation (an ensemble-bug leftover): direct and in observe mode the
+    JobManager gets NODEEXISTS and the lock vanishes with the old session;
+    observe mode reports the reclaim at create that sidecar mode would do."""
+    proxy = None
+    hostport = private_zk.hostport
+    if mode == "observe":
+        proxy = zkwarden_factory.start(private_zk, extra_env={"ZKWARDEN_MODE": "observe", "ZKWARDEN_IDENTITY": "jm-0",
+                                                              "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+        hostport = proxy.hostport
+    lock = "/flink/c1/jobgraphs/%s/%s" % ("c" * 32, GHOST_UUID)
+    old = kazoo_factory(private_zk.hostport)
+    old_sid = old.client_id[0]
+    new = kazoo_factory(hostport)
+    new_latch(new)  # incarnation 1
+    old.create(lock, forged_tag("jm-0", 0, session=old.client_id[0]), ephemeral=True, makepath=True)
+    assert outcome(lambda: new.create(lock, b"127.0.0.1", ephemeral=True)) == "NodeExistsError"
+    assert new.exists(lock).ephemeralOwner == old.client_id[0]  # not deleted
+    old.stop()
+    assert new.exists(lock) is None  # the lock Flink thinks it holds vanished, as direct
+    if proxy:
+        (a,) = records(proxy)
+        assert (a["kind"], a["done"], a["path"], a["version"]) == ("reclaim_at_create", False, lock, 0)
+        assert (a["session"], a["identity"], a["incarnation"]) == ("0x%x" % old_sid, "jm-0", 0)
+        assert "the JobManager got NODEEXISTS" in a["reason"]
+        assert proxy.metric('zkwarden_would_actions_total{kind="reclaim_at_create"}') == 1
+        assert "observe: would reclaim_at_create: path %s" % lock in proxy.stderr()
+
+
+@pytest.mark.zkwarden
+@pytest.mark.parametrize("mode", ["sidecar", "observe"])
+def test_orphan_is_fenced_or_only_reported(mode, tmp_path, zkwarden_factory):
+    """A JobManager whose connection drops without closeSession: sidecar mode
+    fences the session after the grace; observe mode reports the orphan
+    fence, the server keeps the session and its latch until it expires
+    (its own `dump` says so), and zkwarden measures how long that was."""
+    import rawzk
+    srv = ZkServer(tmp_path / "zk", four_letter_words="srvr,ruok,stat,dump")
+    srv.start()
+    try:
+        proxy = zkwarden_factory.start(srv, extra_env={"ZKWARDEN_MODE": mode, "ZKWARDEN_ORPHAN_GRACE_MS": "300",
+                                                       "ZKWARDEN_IDENTITY": "jm-o", "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+        jm = rawzk.RawSession(proxy.port, timeout_ms=4000)
+        assert jm.create_latch() == 0  # incarnation 1
+        sid = "0x%x" % jm.session_id
+        jm.close()  # dropped without closeSession
+        wait_until(lambda: records(proxy), 10, what="the orphan fence")
+        (a,) = records(proxy)
+        assert (a["kind"], a["session"], a["incarnation"]) == ("orphan_fence", sid, 1)
+        alive = sid in four_letter(srv.port, "dump").decode()
+        if mode == "sidecar":
+            assert a["done"] and not alive
+            return
+        assert not a["done"] and alive, "observe mode must leave the session to the server"
+        assert "not re-attached in 300 ms" in a["reason"]
+        # The server expires it by itself; zkwarden measures the wait its fence would have saved.
+        wait_until(lambda: proxy.metric("zkwarden_would_fence_wait_seconds_total") > 0, 20, interval=0.1,
+                   what="the latch to go")
+        assert 2.5 < proxy.metric("zkwarden_would_fence_wait_seconds_total") < 12
+        assert sid not in four_letter(srv.port, "dump").decode()
+        assert not proxy.stop()
+        proxy.proc = None
+    finally:
+        srv.stop()
