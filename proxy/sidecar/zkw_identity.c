@@ -903,6 +903,9 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
     break;
   case ZKW_REG_CONNECTING:
   case ZKW_REG_CLAIMING:
+    /* Observe mode never makes the JobManager wait for zkwarden: the session
+     * is recorded (adopt_sessions) once the identity is owned. */
+    if (zkw_identity_observing(id)) return false;
     break; /* held until the identity is owned, or the fence timeout */
   default:
     return false; /* conflict or broken: relayed without identity features */

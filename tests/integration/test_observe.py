@@ -436,3 +436,37 @@ def test_orphan_is_fenced_or_only_reported(mode, tmp_path, zkwarden_factory):
         proxy.proc = None
     finally:
         srv.stop()
+
+
+@pytest.mark.zkwarden
+@pytest.mark.parametrize("mode", ["sidecar", "observe"])
+def test_observe_never_holds_the_jobmanager_while_the_identity_is_claimed(mode, private_zk, zkwarden_factory,
+                                                                            kazoo_factory):
+    """A sidecar restarted after a crash waits for its predecessor's registry
+    session to expire before it owns the identity. Sidecar mode holds the
+    request that begins an incarnation meanwhile (up to the fence timeout, so
+    that no lock is created by an unrecorded session); observe mode lets it
+    go at once and records the session once the identity is owned."""
+    env = {"ZKWARDEN_MODE": mode, "ZKWARDEN_IDENTITY": "jm-c", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+           "ZKWARDEN_ORPHAN_GRACE_MS": "0", "ZKWARDEN_FENCE_TIMEOUT_MS": "3000"}
+    first = zkwarden_factory.start(private_zk, extra_env=env)
+    old = kazoo_factory(first.hostport)
+    new_latch(old)  # incarnation 1
+    old_sid = old.client_id[0]
+    wait_until(lambda: "incarnation 1 begins" in first.stderr(), 10, what="incarnation 1")
+    first.kill()  # the pod's sidecar crashes: its registry owner node stays for its session timeout
+    first.proc = None
+    second = zkwarden_factory.start(private_zk, extra_env=env)
+    jm = kazoo_factory(second.hostport)
+    t0 = time.monotonic()
+    new_latch(jm)
+    took = time.monotonic() - t0
+    if mode == "sidecar":
+        assert took > 2.0, "sidecar mode holds the new incarnation until the identity is owned: %.2f s" % took
+    else:
+        assert took < 1.0, "observe mode held the JobManager %.2f s" % took
+    wait_until(lambda: "incarnation 2 begins" in second.stderr(), 20, what="incarnation 2 recorded")
+    wait_until(lambda: records(second), 10, what="the fence of incarnation 1")
+    (a,) = records(second)
+    assert (a["kind"], a["session"], a["incarnation"], a["done"]) == (
+        "fence", "0x%x" % old_sid, 1, mode == "sidecar")
