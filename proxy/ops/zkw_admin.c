@@ -356,7 +356,10 @@ static int render_page_reclaims(struct zkw_buf *b) {
     TRY(zkw_text_printf(b, "</td><td>%llu</td><td class=\"mono\">0x%llx</td><td>",
                         (unsigned long long)e->incarnation, (unsigned long long)e->session_id));
     HTML(b, e->reason, sizeof e->reason);
-    TRY(zkw_text_printf(b, "</td><td>%s</td></tr>\n", e->done ? "done" : "would (observe)"));
+    TRY(zkw_text_printf(b, "</td><td>%s</td></tr>\n",
+                        e->done    ? "done"
+                        : e->would ? "would (observe)"
+                                   : "failed"));
   }
   TRY(zkw_text_printf(b, "</table>\n"));
   return 0;

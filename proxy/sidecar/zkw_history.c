@@ -53,8 +53,10 @@ static void copy_text(char *dst, size_t cap, const char *s) {
 static int render_fields(struct zkw_buf *out, const struct zkw_history_entry *e) {
   char ts[40];
   zkw_history_time(e, ts, sizeof ts);
-  TRY(zkw_text_printf(out, "\"time\":\"%s\",\"time_ms\":%lld,\"kind\":\"%s\",\"done\":%s,\"path\":", ts,
-                      (long long)e->time_ms, zkw_history_kind_name(e->kind), e->done ? "true" : "false"));
+  TRY(zkw_text_printf(
+      out, "\"time\":\"%s\",\"time_ms\":%lld,\"kind\":\"%s\",\"done\":%s,\"would\":%s,\"path\":", ts,
+      (long long)e->time_ms, zkw_history_kind_name(e->kind), e->done ? "true" : "false",
+      e->would ? "true" : "false"));
   TRY(zkw_text_json_string(out, e->path, sizeof e->path));
   if (e->version >= 0)
     TRY(zkw_text_printf(out, ",\"version\":%d", (int)e->version));
@@ -89,7 +91,7 @@ static void audit_append(const struct zkw_history_entry *e) {
   audit.failing = err != 0;
 }
 
-static void add_entry(const struct zkw_action *a, bool done) {
+static void add_entry(const struct zkw_action *a, bool done, bool would) {
   struct zkw_history_entry *e = &ring[total % ZKW_HISTORY_SIZE];
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
@@ -99,6 +101,7 @@ static void add_entry(const struct zkw_action *a, bool done) {
   e->incarnation = a->incarnation;
   e->version = a->version;
   e->done = done;
+  e->would = would;
   copy_text(e->path, sizeof e->path, a->path);
   copy_text(e->reason, sizeof e->reason, a->reason);
   copy_text(e->identity, sizeof e->identity, a->identity);
@@ -109,11 +112,17 @@ static void add_entry(const struct zkw_action *a, bool done) {
 void zkw_history_add(enum zkw_history_kind kind, const char *path, const char *reason, int64_t session_id,
                      const char *identity, uint64_t incarnation) {
   struct zkw_action a = {kind, path, -1, reason, session_id, identity, incarnation};
-  add_entry(&a, true);
+  add_entry(&a, true, false);
+}
+
+void zkw_history_failed(enum zkw_history_kind kind, const char *path, const char *reason, int64_t session_id,
+                        const char *identity, uint64_t incarnation) {
+  struct zkw_action a = {kind, path, -1, reason, session_id, identity, incarnation};
+  add_entry(&a, false, false);
 }
 
 void zkw_history_record(const struct zkw_action *a) {
-  add_entry(a, true);
+  add_entry(a, true, false);
 }
 
 void zkw_history_would(const struct zkw_action *a) {
@@ -123,7 +132,7 @@ void zkw_history_would(const struct zkw_action *a) {
                ": %s (not done: ZKWARDEN_MODE=observe)",
                zkw_history_kind_name(a->kind), a->path && *a->path ? a->path : "-", (uint64_t)a->session_id,
                a->identity && *a->identity ? a->identity : "-", a->incarnation, a->reason ? a->reason : "");
-  add_entry(a, false);
+  add_entry(a, false, true);
 }
 
 uint64_t zkw_history_would_total(void) {

@@ -49,7 +49,8 @@ struct zkw_history_entry {
   char reason[ZKW_HISTORY_TEXT_MAX];
   char identity[ZKW_HISTORY_TEXT_MAX];
   int32_t version; /* the znode version acted on; -1 when none or unknown */
-  bool done;       /* false: a would-action of observe mode, not done */
+  bool done;       /* the action changed the ensemble (a fence ran, a node was deleted) */
+  bool would;      /* a would-action of observe mode (not done); neither: a step that failed */
 };
 
 /* One action in full, for zkw_history_record and zkw_history_would. */
@@ -69,6 +70,10 @@ void zkw_history_add(enum zkw_history_kind kind, const char *path, const char *r
                      const char *identity, uint64_t incarnation);
 /* Records one action that was done (with its version). */
 void zkw_history_record(const struct zkw_action *a);
+/* Records a step that failed (done and would both false; the reason says
+ * why). */
+void zkw_history_failed(enum zkw_history_kind kind, const char *path, const char *reason, int64_t session_id,
+                        const char *identity, uint64_t incarnation);
 /* Observe mode: an action sidecar mode would have taken here and that was
  * not taken: logged at info (kind, path, session, identity, incarnation,
  * reason), counted in zkwarden_would_actions_total{kind}, recorded with

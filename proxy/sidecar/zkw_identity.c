@@ -734,7 +734,7 @@ static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *
       ZKW_METRIC_INC(fence_failures);
       zkw_log_warn("identity %s: fencing session 0x%" PRIx64 " of incarnation %" PRIu64 " failed: %s",
                    identity_name(id), (uint64_t)f->session_id, inc, f->detail);
-      zkw_history_add(ZKW_HISTORY_FENCE, NULL, "fence failed", f->session_id, identity_name(id), inc);
+      zkw_history_failed(ZKW_HISTORY_FENCE, NULL, "fence failed", f->session_id, identity_name(id), inc);
       if (now_ms() < id->prev.deadline_ms && !id->stopping)
         uv_timer_start(&id->retry_timer, retry_fence_cb, FENCE_RETRY_MS, 0);
       else
@@ -784,8 +784,9 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
     if (o->incarnation == id->rec.incarnation && o->session_id == id->rec.session)
       write_dead(id, o->incarnation);
   }
-  zkw_history_add(ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id,
-                  identity_name(id), o->incarnation);
+  (result == ZKW_FENCE_FAILED ? zkw_history_failed : zkw_history_add)(
+      ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id, identity_name(id),
+      o->incarnation);
   orphan_free(o);
 }
 

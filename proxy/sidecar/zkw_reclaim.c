@@ -94,8 +94,8 @@ static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind,
   char why[ZKW_HISTORY_TEXT_MAX];
   snprintf(why, sizeof why, "failed (%s): cannot %s: %s", reason, step, zkw_zk_error(zerr));
   bool known = c && c->tagged;
-  zkw_history_add(kind, path, why, c ? c->owner : 0, known ? c->tag.identity : NULL,
-                  known ? c->tag.incarnation : 0);
+  zkw_history_failed(kind, path, why, c ? c->owner : 0, known ? c->tag.identity : NULL,
+                     known ? c->tag.incarnation : 0);
 }
 
 /* ------------------------------------------------------- observe mode */

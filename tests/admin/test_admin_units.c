@@ -135,7 +135,8 @@ static void test_history_ring_keeps_the_newest(void) {
   b.len = 0;
   ASSERT_EQ(zkw_history_render_json(&b, 2), 0);
   t = buf_str(&b);
-  ASSERT_TRUE(strstr(t, "\"kind\":\"fence\",\"done\":true,\"path\":\"\",\"version\":null,\"reason\":\"\""));
+  ASSERT_TRUE(strstr(
+      t, "\"kind\":\"fence\",\"done\":true,\"would\":false,\"path\":\"\",\"version\":null,\"reason\":\"\""));
   ASSERT_TRUE(strlen(t) < 2000);
   zkw_buf_release(&b);
 }
@@ -168,17 +169,21 @@ static void test_would_actions_and_the_audit_file(void) {
   const char *l2 = strchr(t, '\n');
   ASSERT_TRUE(l2 && strchr(l2 + 1, '\n') && !strchr(strchr(l2 + 1, '\n') + 1, '\n')); /* two lines */
   ASSERT_TRUE(strstr(t, "{\"time\":\"") == t);
-  ASSERT_TRUE(strstr(t,
-                     "\"kind\":\"sweep\",\"done\":true,\"path\":\"/flink/l/\\\"q\\\"\",\"version\":4,"
-                     "\"reason\":\"stale\",\"session\":\"0x2a\",\"identity\":\"jm-0\",\"incarnation\":2}\n"));
-  ASSERT_TRUE(strstr(l2, "\"kind\":\"fence\",\"done\":false,\"path\":\"\",\"version\":null,"
+  ASSERT_TRUE(strstr(
+      t, "\"kind\":\"sweep\",\"done\":true,\"would\":false,\"path\":\"/flink/l/\\\"q\\\"\",\"version\":4,"
+         "\"reason\":\"stale\",\"session\":\"0x2a\",\"identity\":\"jm-0\",\"incarnation\":2}\n"));
+  ASSERT_TRUE(strstr(l2, "\"kind\":\"fence\",\"done\":false,\"would\":true,\"path\":\"\",\"version\":null,"
                          "\"reason\":\"superseded\",\"session\":\"0x2b\""));
   /* logrotate moved it: the reopen starts a new file, the old one keeps its lines. */
   ASSERT_EQ(rename(path, moved), 0);
   ASSERT_EQ(zkw_history_audit_reopen(), 0);
   zkw_history_add(ZKW_HISTORY_ORPHAN_FENCE, NULL, "closed", 0x2c, "jm-0", 3);
+  zkw_history_failed(ZKW_HISTORY_RECLAIM_DELETE, "/flink/f", "failed (noauth)", 0x2d, "jm-0", 2);
   t = slurp(path);
-  ASSERT_TRUE(t && strstr(t, "\"kind\":\"orphan_fence\",\"done\":true") && !strstr(t, "sweep"));
+  ASSERT_TRUE(t && strstr(t, "\"kind\":\"orphan_fence\",\"done\":true,\"would\":false") &&
+              !strstr(t, "sweep"));
+  ASSERT_TRUE(
+      strstr(t, "\"kind\":\"reclaim_at_delete\",\"done\":false,\"would\":false,\"path\":\"/flink/f\""));
   t = slurp(moved);
   ASSERT_TRUE(t && strstr(t, "sweep") && !strstr(t, "orphan_fence"));
   zkw_history_audit_close();

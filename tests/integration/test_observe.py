@@ -63,6 +63,18 @@ def wait_log(proxy, text, start=0, limit=15):
     wait_until(lambda: proxy.stderr().count(text) > start, limit, interval=0.05, what="%r in the log" % text)
 
 
+def owned(proxy):
+    """Waits until the sidecar owns its identity (/readyz 200): observe mode
+    does not hold a JobManager before that (its session is recorded later)."""
+    def ready():
+        try:
+            return proxy.admin_get("/readyz")[0] == 200
+        except OSError:  # the admin endpoint opens just after the client port
+            return False
+    wait_until(ready, 20, interval=0.05, what="the identity owned")
+    return proxy
+
+
 def txn_log(server):
     """The server's transaction log, as its TxnLogToolkit prints it (3.8 has no LogFormatter)."""
     logs = sorted((server.datadir / "version-2").glob("log.*"))
@@ -106,8 +118,8 @@ def _drill(mode, layout, srv, kazoo_factory, zkwarden_factory, jms, audit):
         jm0 = jm1 = srv.hostport
         p0 = p1 = None
     else:
-        p0 = zkwarden_factory.start(srv, extra_env=dict(env, ZKWARDEN_IDENTITY="jm-0"))
-        p1 = zkwarden_factory.start(srv, extra_env=dict(env, ZKWARDEN_IDENTITY="jm-1"))
+        p0 = owned(zkwarden_factory.start(srv, extra_env=dict(env, ZKWARDEN_IDENTITY="jm-0")))
+        p1 = owned(zkwarden_factory.start(srv, extra_env=dict(env, ZKWARDEN_IDENTITY="jm-1")))
         jm0, jm1 = p0.hostport, p1.hostport
         res["proxies"] = [p0, p1]
     ck1 = "/flink/c1/checkpoints/%s/%019d" % ("b" * 32, 1)
@@ -231,9 +243,9 @@ def test_observe_acts_as_direct_and_reports_what_sidecar_does(layout, tmp_path, 
 
     # Every action of sidecar mode is a would-action of observe mode, one for one.
     done = [a for a in sidecar["actions"]]
-    assert done and all(a["done"] for a in done)
+    assert done and all(a["done"] and not a["would"] for a in done)
     would = [a for a in observe["actions"]]
-    assert would and not any(a["done"] for a in would)
+    assert would and all(a["would"] and not a["done"] for a in would)
     assert observe["would_metric"] == len(would)
     # Observe mode also meets locks that a fence it did not do would have
     # removed: would-actions on a session it would have fenced (their reason
@@ -280,7 +292,7 @@ def audit_lines(*paths):
 
 
 def key(a):
-    return a["kind"], a["done"], a["path"], a["session"], a["identity"], a["incarnation"], a["reason"]
+    return a["kind"], a["done"], a["would"], a["path"], a["session"], a["identity"], a["incarnation"], a["reason"]
 
 
 @pytest.mark.zkwarden
@@ -289,7 +301,7 @@ def test_audit_file_holds_every_action_across_restarts_and_the_switch(private_zk
     audit = tmp_path / "audit.jsonl"
     env = {"ZKWARDEN_IDENTITY": "jm-a", "ZKWARDEN_SWEEP_INTERVAL_S": "0", "ZKWARDEN_ORPHAN_GRACE_MS": "0",
            "ZKWARDEN_AUDIT_FILE": str(audit)}
-    proxy = zkwarden_factory.start(private_zk, extra_env=dict(env, ZKWARDEN_MODE="sidecar"))
+    proxy = owned(zkwarden_factory.start(private_zk, extra_env=dict(env, ZKWARDEN_MODE="sidecar")))
     server = kazoo_factory(private_zk.hostport)
     jm = []
     passwords = [server.client_id[1]]
@@ -320,7 +332,7 @@ def test_audit_file_holds_every_action_across_restarts_and_the_switch(private_zk
     # The same pod restarted in observe mode: jm 3 would fence jm 2 (alive).
     assert not proxy.stop()
     proxy.extra_env["ZKWARDEN_MODE"] = "observe"
-    proxy.start()
+    owned(proxy.start())
     wait_until(lambda: jm[1].connected, 20, what="jm 2 re-attached through the restarted sidecar")
     new_jm()
     wait_until(lambda: records(proxy), 10, what="the would-fence")
@@ -343,7 +355,7 @@ def test_audit_file_holds_every_action_across_restarts_and_the_switch(private_zk
     # session observe mode recorded.
     assert not proxy.stop()
     proxy.extra_env["ZKWARDEN_MODE"] = "sidecar"
-    proxy.start()
+    owned(proxy.start())
     wait_until(lambda: jm[3].connected, 20, what="jm 4 re-attached through the restarted sidecar")
     jm4 = jm[3].client_id[0]
     new_jm()
@@ -359,8 +371,9 @@ def test_audit_file_holds_every_action_across_restarts_and_the_switch(private_zk
     assert [key(a) for a in lines] == [key(a) for a in seen]
     assert len(audit_lines(rotated)) == 3  # moved away before the SIGHUP
     for a in lines:
-        assert set(a) == {"time", "time_ms", "kind", "done", "path", "version", "reason", "session", "identity",
-                          "incarnation"}
+        assert set(a) == {"time", "time_ms", "kind", "done", "would", "path", "version", "reason", "session",
+                          "identity", "incarnation"}
+        assert a["done"] != a["would"]  # no step failed here
     # Never a secret: no session password, in hex or raw, of any session.
     text = rotated.read_bytes() + audit.read_bytes()
     for pw in passwords:
@@ -379,8 +392,8 @@ def test_recreated_lock_gets_nodeexists_as_direct_and_a_would_reclaim(mode, priv
     proxy = None
     hostport = private_zk.hostport
     if mode == "observe":
-        proxy = zkwarden_factory.start(private_zk, extra_env={"ZKWARDEN_MODE": "observe", "ZKWARDEN_IDENTITY": "jm-0",
-                                                              "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+        proxy = owned(zkwarden_factory.start(private_zk, extra_env={
+            "ZKWARDEN_MODE": "observe", "ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}))
         hostport = proxy.hostport
     lock = "/flink/c1/jobgraphs/%s/%s" % ("c" * 32, GHOST_UUID)
     old = kazoo_factory(private_zk.hostport)
@@ -412,8 +425,9 @@ def test_orphan_is_fenced_or_only_reported(mode, tmp_path, zkwarden_factory):
     srv = ZkServer(tmp_path / "zk", four_letter_words="srvr,ruok,stat,dump")
     srv.start()
     try:
-        proxy = zkwarden_factory.start(srv, extra_env={"ZKWARDEN_MODE": mode, "ZKWARDEN_ORPHAN_GRACE_MS": "300",
-                                                       "ZKWARDEN_IDENTITY": "jm-o", "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+        proxy = owned(zkwarden_factory.start(srv, extra_env={
+            "ZKWARDEN_MODE": mode, "ZKWARDEN_ORPHAN_GRACE_MS": "300", "ZKWARDEN_IDENTITY": "jm-o",
+            "ZKWARDEN_SWEEP_INTERVAL_S": "0"}))
         jm = rawzk.RawSession(proxy.port, timeout_ms=4000)
         assert jm.create_latch() == 0  # incarnation 1
         sid = "0x%x" % jm.session_id
@@ -449,7 +463,7 @@ def test_observe_never_holds_the_jobmanager_while_the_identity_is_claimed(mode, 
     go at once and records the session once the identity is owned."""
     env = {"ZKWARDEN_MODE": mode, "ZKWARDEN_IDENTITY": "jm-c", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
            "ZKWARDEN_ORPHAN_GRACE_MS": "0", "ZKWARDEN_FENCE_TIMEOUT_MS": "3000"}
-    first = zkwarden_factory.start(private_zk, extra_env=env)
+    first = owned(zkwarden_factory.start(private_zk, extra_env=env))
     old = kazoo_factory(first.hostport)
     new_latch(old)  # incarnation 1
     old_sid = old.client_id[0]
