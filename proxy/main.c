@@ -12,6 +12,7 @@
 #include "zkw_buf.h"
 #include "zkw_config.h"
 #include "zkw_fault.h"
+#include "zkw_history.h"
 #include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
@@ -101,6 +102,12 @@ int main(int argc, char **argv) {
     }
   }
   if (zkw_fault_init() != 0) return 2;
+  int arc = zkw_history_audit_open(cfg.audit_file);
+  if (arc) {
+    fprintf(stderr, "zkwarden: ZKWARDEN_AUDIT_FILE=\"%s\" cannot be opened: %s\n", cfg.audit_file,
+            strerror(-arc));
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN); /* until the admin module handles it (log reopen) */
   zkw_metrics_init();
@@ -120,6 +127,7 @@ int main(int argc, char **argv) {
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();
   zkw_fault_report();
+  zkw_history_audit_close();
   if (rc) {
     zkw_log_error("event loop closed with handles still open: %s", uv_strerror(rc));
     return 1;

@@ -120,6 +120,22 @@ static int parse_log_file(struct zkw_config *cfg, const char *val, long long lo,
   return 0;
 }
 
+static int parse_audit_file(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                            size_t whylen) {
+  (void)lo, (void)hi;
+  cfg->audit_file = NULL;
+  if (!*val) return 0;
+  FILE *f = fopen(val, "a");
+  if (!f) {
+    snprintf(why, whylen, "a file path that can be opened for appending (%s), or empty for none",
+             strerror(errno));
+    return -1;
+  }
+  fclose(f);
+  cfg->audit_file = val;
+  return 0;
+}
+
 static int parse_uint(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                       size_t whylen) {
   (void)cfg;
@@ -162,12 +178,15 @@ static int parse_log_format(struct zkw_config *cfg, const char *val, long long l
 static int parse_mode(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                       size_t whylen) {
   (void)lo, (void)hi;
+  cfg->relay_only = cfg->observe = false;
   if (strcmp(val, "sidecar") == 0)
-    cfg->relay_only = false;
+    ;
+  else if (strcmp(val, "observe") == 0)
+    cfg->observe = true;
   else if (strcmp(val, "relay") == 0)
     cfg->relay_only = true;
   else {
-    snprintf(why, whylen, "sidecar or relay");
+    snprintf(why, whylen, "sidecar, observe or relay");
     return -1;
   }
   return 0;
@@ -318,6 +337,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_SECRET_log_level   0
 #define ZKW_SECRET_log_format  0
 #define ZKW_SECRET_log_file    0
+#define ZKW_SECRET_audit_file  0
 #define ZKW_SECRET_identity    0
 #define ZKW_SECRET_mode        0
 #define ZKW_SECRET_znode       0
@@ -334,6 +354,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_STORE_listen_addr(field, val)
 #define ZKW_STORE_admin_addr(field, val)
 #define ZKW_STORE_log_file(field, val)
+#define ZKW_STORE_audit_file(field, val)
 #define ZKW_STORE_log_level(field, val)
 #define ZKW_STORE_log_format(field, val)
 #define ZKW_STORE_identity(field, val)
@@ -381,6 +402,7 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 #define ZKW_SHOW_listen_addr(field) cfg->raw_##field
 #define ZKW_SHOW_admin_addr(field)  cfg->raw_##field
 #define ZKW_SHOW_log_file(field)    cfg->raw_##field
+#define ZKW_SHOW_audit_file(field)  cfg->raw_##field
 #define ZKW_SHOW_uint(field)        cfg->raw_##field
 #define ZKW_SHOW_log_level(field)   cfg->raw_##field
 #define ZKW_SHOW_log_format(field)  cfg->raw_##field

@@ -52,7 +52,8 @@ struct zkw_hostport {
   X(tls_server_name, "ZKWARDEN_TLS_SERVER_NAME", "", server_name, 0, 0,                                      \
     "name verified in every server's certificate and sent as SNI; empty: each server's host as written")     \
   X(mode, "ZKWARDEN_MODE", "sidecar", mode, 0, 0,                                                            \
-    "sidecar: one JobManager's identity, tags, fencing and reclaim; relay: a plain transparent proxy")       \
+    "sidecar: one JobManager's identity, tags, fencing and reclaim; observe: identity and tags, fencing "    \
+    "and deletes only reported as would-actions; relay: a plain transparent proxy")                          \
   X(identity, "ZKWARDEN_IDENTITY", "$HOSTNAME", identity, 0, 0,                                              \
     "stable JobManager identity, e.g. the StatefulSet pod name: 1-128 of [A-Za-z0-9._-]")                    \
   X(registry_root, "ZKWARDEN_REGISTRY_ROOT", "/zkwarden", znode, 0, 0, "registry root znode")                \
@@ -73,7 +74,9 @@ struct zkw_hostport {
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
   X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")                             \
   X(log_file, "ZKWARDEN_LOG_FILE", "", log_file, 0, 0,                                                       \
-    "file the log is appended to (SIGHUP reopens it); empty: stderr")
+    "file the log is appended to (SIGHUP reopens it); empty: stderr")                                        \
+  X(audit_file, "ZKWARDEN_AUDIT_FILE", "", audit_file, 0, 0,                                                 \
+    "file every action, done or would-be, is appended to as one JSON line (SIGHUP reopens it); empty: none")
 
 struct zkw_config {
   struct zkw_hostport upstream[ZKW_MAX_UPSTREAMS];
@@ -92,6 +95,7 @@ struct zkw_config {
   const char *tls_key_file;
   char tls_server_name[256];
   bool relay_only; /* ZKWARDEN_MODE=relay: no identity features at all */
+  bool observe;    /* ZKWARDEN_MODE=observe: no fence and no delete, each reported as a would-action */
   char identity[ZKW_IDENTITY_MAX + 1];
   char registry_root[256];
   char registry_auth[256]; /* secret: never printed or logged */
@@ -101,7 +105,8 @@ struct zkw_config {
   uint32_t sweep_interval_s;
   enum zkw_log_level log_level;
   enum zkw_log_format log_format;
-  const char *log_file; /* NULL: stderr */
+  const char *log_file;   /* NULL: stderr */
+  const char *audit_file; /* NULL: no audit trail */
   /* The text each variable was resolved from, for --check-config. */
 #define ZKW_X_RAW(field, env, def, parser, lo, hi, help) const char *raw_##field;
   ZKW_CONFIG_VARS(ZKW_X_RAW)

@@ -11,7 +11,7 @@
 
 enum zkw_log_level zkw_log_level = ZKW_LOG_INFO;
 static enum zkw_log_format log_format = ZKW_LOG_TEXT;
-static FILE *log_file;        /* NULL: stderr */
+static FILE *log_file; /* NULL: stderr */
 static const char *log_path;
 
 static const char *const level_names[] = {

@@ -33,6 +33,16 @@ static const char *const rfail_names[ZKW_RFAIL_COUNT] = {
 #undef ZKW_X_RFAIL
 };
 
+static const char *const kind_names[ZKW_ACTION_KIND_COUNT] = {
+#define ZKW_X_AKIND(name, str) str,
+    ZKW_ACTION_KINDS(ZKW_X_AKIND)
+#undef ZKW_X_AKIND
+};
+
+const char *zkw_action_kind_name(int kind) {
+  return kind >= 0 && kind < ZKW_ACTION_KIND_COUNT ? kind_names[kind] : "unknown";
+}
+
 static const char *const dir_names[ZKW_DIR_COUNT] = {"client_to_upstream", "upstream_to_client"};
 
 /* Opcode code by dense index, and whether clients send it as a request. */
@@ -74,6 +84,11 @@ static int render_counter_none(struct zkw_buf *b, const char *name, uint64_t v) 
   return zkw_text_printf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
+static int render_counter_msec(struct zkw_buf *b, const char *name, uint64_t ms) {
+  return zkw_text_printf(b, "%s %llu.%03llu\n", name, (unsigned long long)(ms / 1000),
+                         (unsigned long long)(ms % 1000));
+}
+
 static int render_gauge_none(struct zkw_buf *b, const char *name, int64_t v) {
   return zkw_text_printf(b, "%s %lld\n", name, (long long)v);
 }
@@ -102,6 +117,12 @@ static int render_counter_close(struct zkw_buf *b, const char *name, const uint6
 
 static int render_counter_rfail(struct zkw_buf *b, const char *name, const uint64_t *v) {
   return render_reasons(b, name, v, rfail_names, ZKW_RFAIL_COUNT);
+}
+
+static int render_counter_kind(struct zkw_buf *b, const char *name, const uint64_t *v) {
+  for (int i = 0; i < ZKW_ACTION_KIND_COUNT; i++)
+    TRY(zkw_text_printf(b, "%s{kind=\"%s\"} %llu\n", name, kind_names[i], (unsigned long long)v[i]));
+  return 0;
 }
 
 static int render_counter_dir(struct zkw_buf *b, const char *name, const uint64_t *v) {
@@ -141,6 +162,8 @@ static int render_histogram_op(struct zkw_buf *b, const char *name, const struct
 #define ZKW_MRENDER_COUNTER_CLOSE render_counter_close
 #define ZKW_MRENDER_COUNTER_DIR   render_counter_dir
 #define ZKW_MRENDER_COUNTER_RFAIL render_counter_rfail
+#define ZKW_MRENDER_COUNTER_KIND  render_counter_kind
+#define ZKW_MRENDER_COUNTER_MSEC  render_counter_msec
 #define ZKW_MRENDER_GAUGE_NONE    render_gauge_none
 #define ZKW_MRENDER_GAUGE_BUILD   render_gauge_build
 #define ZKW_MRENDER_HISTOGRAM_OP  render_histogram_op
@@ -154,7 +177,16 @@ int zkw_metrics_render(struct zkw_buf *out) {
   return 0;
 }
 
-enum { LABELS_NONE, LABELS_OP, LABELS_CLOSE, LABELS_RFAIL, LABELS_DIR, LABELS_BUILD };
+enum {
+  LABELS_NONE,
+  LABELS_MSEC,
+  LABELS_OP,
+  LABELS_CLOSE,
+  LABELS_RFAIL,
+  LABELS_KIND,
+  LABELS_DIR,
+  LABELS_BUILD
+};
 
 static void print_reasons(FILE *out, const char *const *names, int n) {
   fprintf(out, "`reason`:");
@@ -172,6 +204,11 @@ static void print_labels(FILE *out, int labels) {
     break;
   case LABELS_RFAIL:
     print_reasons(out, rfail_names, ZKW_RFAIL_COUNT);
+    break;
+  case LABELS_KIND:
+    fprintf(out, "`kind`:");
+    for (int i = 0; i < ZKW_ACTION_KIND_COUNT; i++)
+      fprintf(out, "%s `%s`", i ? "," : "", kind_names[i]);
     break;
   case LABELS_DIR:
     fprintf(out, "`direction`: `%s`, `%s`", dir_names[0], dir_names[1]);

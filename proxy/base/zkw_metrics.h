@@ -68,6 +68,26 @@ enum zkw_reclaim_failure {
 };
 /* clang-format on */
 
+/* The kinds of action zkwarden takes on an identity's behalf (the kind of a
+ * /v1/reclaims row and of an audit line; label kind= of
+ * zkwarden_would_actions_total). X(name, "kind as shown") */
+#define ZKW_ACTION_KINDS(X)                                                                                  \
+  X(RECLAIM_CREATE, "reclaim_at_create")                                                                     \
+  X(RECLAIM_DELETE, "reclaim_at_delete")                                                                     \
+  X(SWEEP, "sweep")                                                                                          \
+  X(FENCE, "fence")                                                                                          \
+  X(ORPHAN_FENCE, "orphan_fence")                                                                            \
+  X(ZOMBIE, "zombie")
+
+/* clang-format off */
+enum zkw_action_kind {
+#define ZKW_X_AKIND(name, str) ZKW_ACTION_##name,
+  ZKW_ACTION_KINDS(ZKW_X_AKIND)
+#undef ZKW_X_AKIND
+  ZKW_ACTION_KIND_COUNT
+};
+/* clang-format on */
+
 /* Direction of relayed bytes and of decode errors (label direction=). */
 enum zkw_direction { ZKW_DIR_CLIENT_TO_UPSTREAM, ZKW_DIR_UPSTREAM_TO_CLIENT, ZKW_DIR_COUNT };
 
@@ -106,7 +126,9 @@ struct zkw_histogram {
 /* X(field, type, labels, name, help)
  *   type:   COUNTER, GAUGE or HISTOGRAM
  *   labels: NONE; OP (op="<opcode name from ZKW_OPCODES>"); CLOSE
- *           (reason="<ZKW_CLOSE_CLASSES>"); RFAIL (reason="<ZKW_RECLAIM_FAILURES>"); DIR (direction=
+ *           (reason="<ZKW_CLOSE_CLASSES>"); RFAIL (reason="<ZKW_RECLAIM_FAILURES>"); KIND
+ *           (kind="<ZKW_ACTION_KINDS>"); MSEC (none: counted in milliseconds, shown in
+ *           seconds); DIR (direction=
  *           "client_to_upstream"|"upstream_to_client"); BUILD (version=)
  * Help texts are one line without backslashes (they are written verbatim). */
 #define ZKW_METRICS(X)                                                                                       \
@@ -179,6 +201,14 @@ struct zkw_histogram {
     "warn and shown in /v1/reclaims.")                                                                       \
   X(orphans_fenced, COUNTER, NONE, "zkwarden_orphans_fenced_total",                                          \
     "Abandoned sessions fenced after ZKWARDEN_ORPHAN_GRACE_MS.")                                             \
+  X(would_actions, COUNTER, KIND, "zkwarden_would_actions_total",                                            \
+    "ZKWARDEN_MODE=observe: fences and deletes that sidecar mode would have done and observe mode only "     \
+    "reported, by kind (each is logged and shown in /v1/reclaims with would true).")                         \
+  X(would_fence_wait_ms, COUNTER, MSEC, "zkwarden_would_fence_wait_seconds_total",                           \
+    "ZKWARDEN_MODE=observe: how long superseded sessions' leader latches outlived the fences not done: "     \
+    "the leadership wait of new JobManagers that sidecar mode would have saved.")                            \
+  X(audit_write_failures, COUNTER, NONE, "zkwarden_audit_write_failures_total",                              \
+    "Actions that could not be appended to ZKWARDEN_AUDIT_FILE (logged at error).")                          \
   X(identity_conflicts, COUNTER, NONE, "zkwarden_identity_conflicts_total",                                  \
     "Times another live sidecar held this identity's previous session (nothing was fenced).")                \
   X(registry_errors, COUNTER, NONE, "zkwarden_registry_errors_total",                                        \
@@ -194,6 +224,8 @@ struct zkw_histogram {
 #define ZKW_MSTORE_COUNTER_CLOSE(f) uint64_t f[ZKW_CLOSE_COUNT];
 #define ZKW_MSTORE_COUNTER_DIR(f)   uint64_t f[ZKW_DIR_COUNT];
 #define ZKW_MSTORE_COUNTER_RFAIL(f) uint64_t f[ZKW_RFAIL_COUNT];
+#define ZKW_MSTORE_COUNTER_KIND(f)  uint64_t f[ZKW_ACTION_KIND_COUNT];
+#define ZKW_MSTORE_COUNTER_MSEC(f)  uint64_t f;
 #define ZKW_MSTORE_GAUGE_NONE(f)    int64_t f;
 #define ZKW_MSTORE_GAUGE_BUILD(f)   int64_t f;
 #define ZKW_MSTORE_HISTOGRAM_OP(f)  struct zkw_histogram f[ZKW_OP_COUNT];
@@ -270,5 +302,7 @@ int zkw_metrics_render(struct zkw_buf *out) __attribute__((warn_unused_result));
 void zkw_metrics_list_markdown(FILE *out);
 /* The label value of a reclaim failure reason ("other" if out of range). */
 const char *zkw_reclaim_failure_name(int f);
+/* The name of an action kind ("unknown" if out of range). */
+const char *zkw_action_kind_name(int kind);
 
 #endif

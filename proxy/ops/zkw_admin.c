@@ -338,11 +338,12 @@ static int render_page_sessions(struct zkw_buf *b) {
 #define PAGE_RECLAIMS 20
 
 static int render_page_reclaims(struct zkw_buf *b) {
-  TRY(zkw_text_printf(b,
-                      "<h2>Recent reclaims (%llu in all; the last %d)</h2>\n<table><tr><th>time (UTC)</th>"
-                      "<th>kind</th><th>path</th><th>identity</th><th>incarnation</th><th>session</th>"
-                      "<th>reason</th></tr>\n",
-                      (unsigned long long)zkw_history_total(), PAGE_RECLAIMS));
+  TRY(zkw_text_printf(
+      b,
+      "<h2>Recent reclaims (%llu in all; the last %d)</h2>\n<table><tr><th>time (UTC)</th>"
+      "<th>kind</th><th>done</th><th>path</th><th>identity</th><th>incarnation</th><th>session</th>"
+      "<th>reason</th><th>done</th></tr>\n",
+      (unsigned long long)zkw_history_total(), PAGE_RECLAIMS));
   const struct zkw_history_entry *e;
   for (unsigned i = 0; i < PAGE_RECLAIMS && (e = zkw_history_newest(i)); i++) {
     char ts[40];
@@ -355,7 +356,10 @@ static int render_page_reclaims(struct zkw_buf *b) {
     TRY(zkw_text_printf(b, "</td><td>%llu</td><td class=\"mono\">0x%llx</td><td>",
                         (unsigned long long)e->incarnation, (unsigned long long)e->session_id));
     HTML(b, e->reason, sizeof e->reason);
-    TRY(zkw_text_printf(b, "</td></tr>\n"));
+    TRY(zkw_text_printf(b, "</td><td>%s</td></tr>\n",
+                        e->done    ? "done"
+                        : e->would ? "would (observe)"
+                                   : "failed"));
   }
   TRY(zkw_text_printf(b, "</table>\n"));
   return 0;
@@ -377,6 +381,19 @@ static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, co
   HTML(b, cfg->identity, sizeof cfg->identity);
   TRY(zkw_text_printf(b, "</h1>\n<table id=\"status\">\n"));
   TRY(kv_row(b, "identity", "mono", cfg->relay_only ? "(relay mode: none)" : cfg->identity));
+  if (cfg->observe) {
+    snprintf(
+        line, sizeof line,
+        "observe: nothing fenced or deleted; %llu would-action(s) so far (each a fence or delete sidecar "
+        "mode would have done: see Recent reclaims and zkwarden_would_actions_total); leadership waits "
+        "that the fences not done cost: %llu.%03llu s",
+        (unsigned long long)zkw_history_would_total(),
+        (unsigned long long)(zkw_metrics.would_fence_wait_ms / 1000),
+        (unsigned long long)(zkw_metrics.would_fence_wait_ms % 1000));
+    TRY(kv_row(b, "mode", "", line));
+  } else {
+    TRY(kv_row(b, "mode", "", cfg->relay_only ? "relay" : "sidecar"));
+  }
   snprintf(line, sizeof line, "%llu", (unsigned long long)zkw_identity_current(id));
   TRY(kv_row(b, "incarnation", "", line));
   snprintf(line, sizeof line, "%s%s", ready ? "ready" : "not ready: ", ready ? "" : why);
@@ -735,6 +752,11 @@ static void on_sighup(uv_signal_t *hd, int signum) {
     zkw_log_error("SIGHUP: cannot reopen the log file: %s", strerror(-rc));
   else
     zkw_log_info("SIGHUP: log reopened");
+  rc = zkw_history_audit_reopen();
+  if (rc)
+    zkw_log_error("SIGHUP: cannot reopen ZKWARDEN_AUDIT_FILE: %s (appending to the old file)", strerror(-rc));
+  else if (endpoint.srv && endpoint.srv->cfg->audit_file)
+    zkw_log_info("SIGHUP: audit file reopened");
   if (zkw_tls_enabled()) (void)zkw_tls_reload("SIGHUP"); /* logged either way */
 }
 

@@ -42,6 +42,7 @@ struct zkw_orphan {
   int64_t session_id;
   uint8_t passwd[16];
   uint64_t incarnation;
+  int timeout_ms; /* the session's negotiated timeout */
   bool fencing;
 };
 
@@ -63,6 +64,73 @@ bool zkw_identity_ready(const struct zkw_identity *id, const char **why) {
   if (!id || id->disabled || (id->state == ZKW_REG_OWNER && id->rec_loaded)) return true;
   *why = id->why[0] ? id->why : state_names[id->state];
   return false;
+}
+
+bool zkw_identity_observing(const struct zkw_identity *id) {
+  return id && id->srv->cfg->observe;
+}
+
+bool zkw_identity_would_have_fenced(const struct zkw_identity *id, int64_t session) {
+  for (int i = 0; session && i < ZKW_SUPERSEDED_KEPT; i++)
+    if (id->would_fenced[i] == session) return true;
+  return false;
+}
+
+static uint64_t now_ms(void);
+
+/* Observe mode: the superseded session's latch went `ms` after the fence
+ * not done: that long the new JobManager could not lead. */
+static void latch_gone(struct zkw_identity *id, uint64_t ms) {
+  id->wait.active = false;
+  zkw_metrics.would_fence_wait_ms += ms;
+  zkw_log_info("observe: the fence not done of session 0x%" PRIx64 " (identity %s, incarnation %" PRIu64
+               ") cost %" PRIu64 " ms: its latch %s stayed that long (a fence removes it at once)",
+               (uint64_t)id->wait.session, identity_name(id), id->wait.incarnation, ms, id->wait.path);
+}
+
+static void latch_watched(void *arg, const struct zkw_zk_result *r) {
+  struct zkw_identity *id = arg;
+  if (!id->wait.active || id->stopping) return;
+  if (r->rc == ZNONODE) return latch_gone(id, now_ms() - id->wait.since_ms); /* gone already */
+  if (r->rc != ZOK) {
+    id->wait.active = false;
+    zkw_log_warn("observe: cannot watch %s to measure the fence not done: %s", id->wait.path,
+                 zkw_zk_error(r->rc));
+  }
+}
+
+/* Starts measuring how long the session's latch (known when it created its
+ * latch through this sidecar) outlives the fence not done. */
+static void wait_for_latch(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
+  if (id->latch_session != session || !id->latch_path[0] || !id->zk) return;
+  id->wait.active = true;
+  id->wait.session = session;
+  id->wait.incarnation = incarnation;
+  id->wait.since_ms = now_ms();
+  snprintf(id->wait.path, sizeof id->wait.path, "%s", id->latch_path);
+  if (zkw_zk_exists(id->zk, id->wait.path, true, latch_watched, id) != ZOK) id->wait.active = false;
+}
+
+void zkw_identity_on_jm_created(struct zkw_session *s, struct zkw_bytes path) {
+  struct zkw_identity *id = s->srv->policy;
+  if (!zkw_identity_observing(id) || id->disabled || path.len <= 0 ||
+      (size_t)path.len >= sizeof id->latch_path || !zkw_sc(s)->incarnation ||
+      zkw_sc(s)->incarnation != id->rec.incarnation)
+    return;
+  id->latch_session = s->session_id;
+  memcpy(id->latch_path, path.p, (size_t)path.len);
+  id->latch_path[path.len] = 0;
+}
+
+/* Observe mode: the fence of a session that sidecar mode would do here. */
+static void would_fence(struct zkw_identity *id, enum zkw_history_kind kind, int64_t session,
+                        uint64_t incarnation, int timeout_ms, const char *why) {
+  char reason[ZKW_HISTORY_TEXT_MAX + 128]; /* cut to ZKW_HISTORY_TEXT_MAX when recorded */
+  snprintf(reason, sizeof reason, "%s; not closed: its ephemerals stay until it expires (timeout %d ms)", why,
+           timeout_ms);
+  zkw_history_would(&(struct zkw_action){kind, NULL, -1, reason, session, identity_name(id), incarnation});
+  id->would_fenced[id->would_fenced_next++ % ZKW_SUPERSEDED_KEPT] = session;
+  wait_for_latch(id, session, incarnation);
 }
 
 uint64_t zkw_identity_current(const struct zkw_identity *id) {
@@ -689,8 +757,20 @@ static void capture_previous(struct zkw_identity *id) {
 static void fence_previous(struct zkw_identity *id) {
   if (id->state != ZKW_REG_OWNER || !id->rec_loaded) return;
   capture_previous(id);
-  if (!id->prev.pending || id->prev.incarnation <= id->rec.dead) {
+  if (!id->prev.pending || id->prev.incarnation <= id->rec.dead ||
+      (zkw_identity_observing(id) && id->prev.incarnation <= id->would_dead)) {
     id->prev.pending = false;
+    release_waiting(id);
+    return;
+  }
+  if (zkw_identity_observing(id)) {
+    /* Observe: the JobManager waits for the old session as it would direct. */
+    char why[80];
+    snprintf(why, sizeof why, "superseded by incarnation %" PRIu64, id->rec.incarnation + 1);
+    would_fence(id, ZKW_HISTORY_FENCE, id->prev.session, id->prev.incarnation, id->rec.timeout, why);
+    cancel_orphan(id, id->prev.session);
+    id->prev.pending = false;
+    memset(id->prev.passwd, 0, sizeof id->prev.passwd);
     release_waiting(id);
     return;
   }
@@ -721,7 +801,7 @@ static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *
       ZKW_METRIC_INC(fence_failures);
       zkw_log_warn("identity %s: fencing session 0x%" PRIx64 " of incarnation %" PRIu64 " failed: %s",
                    identity_name(id), (uint64_t)f->session_id, inc, f->detail);
-      zkw_history_add(ZKW_HISTORY_FENCE, NULL, "fence failed", f->session_id, identity_name(id), inc);
+      zkw_history_failed(ZKW_HISTORY_FENCE, NULL, "fence failed", f->session_id, identity_name(id), inc);
       if (now_ms() < id->prev.deadline_ms && !id->stopping)
         uv_timer_start(&id->retry_timer, retry_fence_cb, FENCE_RETRY_MS, 0);
       else
@@ -788,8 +868,9 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
       flush_dead(id);
   }
   if (result != ZKW_FENCE_CANCELLED)
-    zkw_history_add(ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id,
-                    identity_name(id), o->incarnation);
+    (result == ZKW_FENCE_FAILED ? zkw_history_failed : zkw_history_add)(
+        ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id, identity_name(id),
+        o->incarnation);
   orphan_free(o);
   resume_fence_waiters(id);
 }
@@ -800,6 +881,18 @@ static void orphan_timer_cb(uv_timer_t *t) {
   if (id->stopping) return;
   if (id->fencing) { /* one fence at a time: try again shortly */
     uv_timer_start(&o->timer, orphan_timer_cb, 200, 0);
+    return;
+  }
+  if (zkw_identity_observing(id)) {
+    if (!attached_here(id, o->session_id)) {
+      char why[120];
+      snprintf(why, sizeof why, "dropped without closeSession, not re-attached in %u ms",
+               id->srv->cfg->orphan_grace_ms);
+      would_fence(id, ZKW_HISTORY_ORPHAN_FENCE, o->session_id, o->incarnation, o->timeout_ms, why);
+      if (o->incarnation == id->rec.incarnation && o->session_id == id->rec.session)
+        id->would_dead = o->incarnation; /* as write_dead: the next incarnation has nothing to fence */
+    }
+    orphan_free(o);
     return;
   }
   zkw_log_info("identity %s: session 0x%" PRIx64 " was not re-attached within %u ms; fencing it",
@@ -907,11 +1000,16 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
         zkw_sc(s)->plain_conflict = true;
         return false;
       }
-      id->superseded[id->superseded_next++ % ZKW_SUPERSEDED_KEPT] = id->rec.session;
+      /* (Observe mode closes nothing: a re-attach of that session proves nothing.) */
+      if (!zkw_identity_observing(id))
+        id->superseded[id->superseded_next++ % ZKW_SUPERSEDED_KEPT] = id->rec.session;
     }
     break;
   case ZKW_REG_CONNECTING:
   case ZKW_REG_CLAIMING:
+    /* Observe mode never makes the JobManager wait for zkwarden: the session
+     * is recorded (adopt_sessions) once the identity is owned. */
+    if (zkw_identity_observing(id)) return false;
     break; /* held until the identity is owned, or the fence timeout */
   default:
     return false; /* conflict or broken: relayed without identity features */
@@ -950,6 +1048,7 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
   o->session_id = s->session_id;
   memcpy(o->passwd, s->passwd, sizeof o->passwd);
   o->incarnation = zkw_sc(s)->incarnation;
+  o->timeout_ms = s->timeout;
   uv_timer_init(id->srv->loop, &o->timer);
   o->timer.data = o;
   o->next = id->orphans;
@@ -997,6 +1096,8 @@ static void on_registry_event(void *arg, int type, int state, const char *path) 
     }
     return;
   }
+  if (type == ZOO_DELETED_EVENT && id->wait.active && strcmp(path, id->wait.path) == 0)
+    return latch_gone(id, now_ms() - id->wait.since_ms);
   if (type == ZOO_DELETED_EVENT && strcmp(path, id->owner_node) == 0 &&
       (id->state == ZKW_REG_CLAIMING || id->state == ZKW_REG_CONFLICT))
     claim(id);
@@ -1036,6 +1137,10 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
     zkw_log_info("ZKWARDEN_MODE=relay: a plain proxy, without identity, tags, fencing or reclaim");
     return 0;
   }
+  if (cfg->observe)
+    zkw_log_info("ZKWARDEN_MODE=observe: identity, registry and tags as in sidecar mode; nothing is fenced "
+                 "or deleted: each fence and delete sidecar mode would do is logged as \"observe: would\" "
+                 "and counted in zkwarden_would_actions_total");
   id->rec_version = -1;
   set_state(id, ZKW_REG_CONNECTING, "registry session connecting");
   uuid_t u;

@@ -66,6 +66,7 @@ struct zkw_sc_session {
   int id_list;        /* enum zkw_id_list */
   int32_t config_xid; /* an outstanding getData of /zookeeper/config, or 0 */
   bool wait_fence;    /* its re-attach waits for an orphan fence of its session to report */
+  int32_t jm_xid;     /* observe mode: the request that began the incarnation, until its reply */
 };
 
 static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {
@@ -130,6 +131,23 @@ struct zkw_identity {
    * record; dead_dirty: not yet written. */
   struct zkw_record dead;
   bool dead_dirty;
+  /* ZKWARDEN_MODE=observe: sessions that a fence would have closed (a lock
+   * of theirs in the way is the cost of that fence not done). */
+  int64_t would_fenced[ZKW_SUPERSEDED_KEPT];
+  unsigned would_fenced_next;
+  uint64_t would_dead; /* the incarnation a would-fence ended (sidecar mode writes it as `dead`) */
+  /* Observe mode: the first node the current incarnation created (its
+   * leader latch), and the wait measured for a superseded session's latch
+   * to go: the leadership wait that the fence not done would have saved. */
+  int64_t latch_session;
+  char latch_path[512];
+  struct {
+    bool active;
+    int64_t session;
+    uint64_t incarnation;
+    uint64_t since_ms;
+    char path[512];
+  } wait;
   bool sweeping;
   bool sweep_again; /* a sweep was asked for while one ran */
   bool stopping;
@@ -161,8 +179,17 @@ void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_co
  * and this one recorded; zkw_session_resume follows. False: forward it now
  * (tagged if its incarnation was set, as a plain client otherwise). */
 bool zkw_identity_on_jm_request(struct zkw_session *s);
+/* Observe mode: the request that began the session's incarnation created
+ * `path` (its leader latch, usually). */
+void zkw_identity_on_jm_created(struct zkw_session *s, struct zkw_bytes path);
 /* The session's client connection is closing. */
 void zkw_identity_on_session_closed(struct zkw_session *s);
+
+/* ZKWARDEN_MODE=observe: nothing is fenced or deleted; each such action is
+ * recorded as a would-action (zkw_history_would) instead. */
+bool zkw_identity_observing(const struct zkw_identity *id);
+/* Observe mode: a fence of this session would have been done. */
+bool zkw_identity_would_have_fenced(const struct zkw_identity *id, int64_t session);
 
 /* Staleness (used by reclaim and sweep): the current incarnation of this
  * identity when known, else 0. */

@@ -101,8 +101,33 @@ static void step_failed(const struct zkw_session *s, enum zkw_history_kind kind,
   char why[ZKW_HISTORY_TEXT_MAX];
   snprintf(why, sizeof why, "failed (%s): cannot %s: %s", reason, step, zkw_zk_error(zerr));
   bool known = c && c->tagged;
-  zkw_history_add(kind, path, why, c ? c->owner : 0, known ? c->tag.identity : NULL,
-                  known ? c->tag.incarnation : 0);
+  zkw_history_failed(kind, path, why, c ? c->owner : 0, known ? c->tag.identity : NULL,
+                     known ? c->tag.incarnation : 0);
+}
+
+/* ------------------------------------------------------- observe mode */
+
+/* Observe mode deletes nothing: each stale lock sidecar mode would delete
+ * is reported once (sidecar mode would have deleted it the first time),
+ * however often the JobManager or a sweep meets it again. */
+#define WOULD_SEEN 1024
+static int64_t would_seen[WOULD_SEEN]; /* czxids of the locks reported */
+static unsigned would_seen_next;
+
+static void would_delete(struct zkw_identity *id, enum zkw_history_kind kind, const struct lock_check *c,
+                         const char *cost) {
+  for (unsigned i = 0; i < WOULD_SEEN; i++)
+    if (would_seen[i] == c->czxid && c->czxid) return;
+  would_seen[would_seen_next++ % WOULD_SEEN] = c->czxid;
+  char reason[ZKW_HISTORY_TEXT_MAX];
+  if (c->zombie) kind = ZKW_HISTORY_ZOMBIE; /* as sidecar mode records it */
+  snprintf(reason, sizeof reason, "%s; %s%s",
+           c->zombie ? "zombie: its owner session ended" : "stale lock of a superseded incarnation", cost,
+           zkw_identity_would_have_fenced(id, c->owner) ? " (the would-fence of its session removes it)"
+                                                        : "");
+  zkw_history_would(&(struct zkw_action){kind, c->path, c->version, reason, c->owner,
+                                         c->tagged ? c->tag.identity : NULL,
+                                         c->tagged ? c->tag.incarnation : 0});
 }
 
 /* ms since the epoch as 2026-01-02T03:04:05.678Z. */
@@ -162,6 +187,7 @@ static enum zkw_history_kind reclaim_kind(const struct reclaim *rcl) {
 
 static void reclaim_finish(struct reclaim *rcl, bool replay) {
   struct zkw_session *s = rcl->s;
+  if (zkw_identity_observing(rcl->id)) replay = false; /* the JobManager gets its own reply */
   for (int i = 0; i < rcl->count; i++)
     free(rcl->locks[i].path);
   free(rcl->locks);
@@ -205,6 +231,14 @@ static void reclaim_decide(struct reclaim *rcl) {
     return reclaim_finish(rcl, false);
   }
   if (rcl->count == 0) return reclaim_finish(rcl, true); /* gone meanwhile: replay */
+  if (zkw_identity_observing(rcl->id)) {
+    char cost[120];
+    snprintf(cost, sizeof cost, "not deleted: the JobManager got %s",
+             rcl->is_create ? "NODEEXISTS" : "NOTEMPTY");
+    for (int i = 0; i < rcl->count; i++)
+      would_delete(rcl->id, reclaim_kind(rcl), &rcl->locks[i], cost);
+    return reclaim_finish(rcl, false);
+  }
   rcl->deleting = true;
   rcl->pending = 1; /* held by the loop below until every delete is sent */
   for (int i = 0; i < rcl->count; i++) {
@@ -239,9 +273,10 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
              ")",
              rcl->is_create ? "create" : "delete", c->path, c->tag.identity, c->tag.incarnation,
              (uint64_t)c->owner);
-    zkw_history_add(reclaim_kind(rcl), c->path,
-                    rcl->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
-                    c->tag.identity, c->tag.incarnation);
+    zkw_history_record(
+        &(struct zkw_action){reclaim_kind(rcl), c->path, c->version,
+                             rcl->is_create ? "NODEEXISTS on a stale lock" : "NOTEMPTY: stale lock", c->owner,
+                             c->tag.identity, c->tag.incarnation});
   } else {
     step_failed(rcl->s, reclaim_kind(rcl), "delete the stale lock", c->path, r->rc, c);
   }
@@ -683,6 +718,12 @@ static void sweep_pump(struct sweep *sw) {
     sweep_free(sw);
     return;
   }
+  if (zkw_identity_observing(sw->id)) { /* nothing deleted, nothing held back */
+    for (size_t i = 0; i < sw->nfound; i++)
+      would_delete(sw->id, ZKW_HISTORY_SWEEP, &sw->found[i], "not deleted by the sweep");
+    sweep_free(sw);
+    return;
+  }
   /* Zombie latch nodes last: the new JobManager leads once the first in
    * line goes, and by then no other zombie (a leader node it would
    * replace, a lock) is left in its way. */
@@ -721,6 +762,7 @@ static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
     sw->inflight++;
     c->tag = now.tag;
     c->owner = now.owner;
+    c->version = now.version;
     return;
   }
   sw->next++;
@@ -760,8 +802,9 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
     ZKW_METRIC_INC(stale_locks_swept);
     zkw_log_info("identity %s: sweep deleted stale lock %s (incarnation %" PRIu64 ", session 0x%" PRIx64 ")",
                  sw->id->srv->cfg->identity, c->path, c->tag.incarnation, (uint64_t)c->owner);
-    zkw_history_add(ZKW_HISTORY_SWEEP, c->path, "stale lock of a superseded incarnation", c->owner,
-                    c->tag.identity, c->tag.incarnation);
+    zkw_history_record(&(struct zkw_action){ZKW_HISTORY_SWEEP, c->path, c->version,
+                                            "stale lock of a superseded incarnation", c->owner,
+                                            c->tag.identity, c->tag.incarnation});
   } else if (r->rc == ZNONODE) { /* gone before our delete: not by us */
     step_failed(sw->s, ZKW_HISTORY_SWEEP, "delete the stale lock", c->path, r->rc, c);
   }

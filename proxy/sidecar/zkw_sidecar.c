@@ -27,8 +27,10 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
   struct zkw_sc_session *sc = zkw_sc(s);
   const struct zkw_config *cfg = s->srv->cfg;
   if (sc->hold_jm) return ZKW_HOLD;
-  if (!sc->acts_as_jm && zkw_acts_as_jobmanager(&cfg->lock_roots, req) && zkw_identity_on_jm_request(s))
-    return ZKW_HOLD;
+  if (!sc->acts_as_jm && zkw_acts_as_jobmanager(&cfg->lock_roots, req)) {
+    if (cfg->observe && req->type != ZKW_OP_MULTI) sc->jm_xid = req->xid;
+    if (zkw_identity_on_jm_request(s)) return ZKW_HOLD;
+  }
   int verdict = ZKW_FORWARD;
   bool lock_request = false;
   if (sc->incarnation &&
@@ -69,8 +71,13 @@ static int on_barrier_reply(struct zkw_session *s, const struct zkw_reply *rep) 
 
 static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, bool at_barrier,
                     struct zkw_buf *out) {
-  if (at_barrier) return on_barrier_reply(s, rep);
   struct zkw_sc_session *sc = zkw_sc(s);
+  if (sc->jm_xid && sc->jm_xid == rep->xid) {
+    sc->jm_xid = 0;
+    if (rep->err == 0 && (op == ZKW_OP_CREATE || op == ZKW_OP_CREATE2))
+      zkw_identity_on_jm_created(s, rep->op.path);
+  }
+  if (at_barrier) return on_barrier_reply(s, rep);
   int rc;
   if (op == ZKW_OP_GET_DATA && sc->config_xid == rep->xid) {
     sc->config_xid = 0;

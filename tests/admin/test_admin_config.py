@@ -30,7 +30,7 @@ BAD = {
     "ZKWARDEN_TLS_CERT_FILE": ("/nonexistent/tls.crt", "a readable PEM file"),
     "ZKWARDEN_TLS_KEY_FILE": ("/nonexistent/tls.key", "together with ZKWARDEN_TLS_CERT_FILE"),
     "ZKWARDEN_TLS_SERVER_NAME": ("zk/0", "a DNS name or an IP address"),
-    "ZKWARDEN_MODE": ("proxy", "sidecar or relay"),
+    "ZKWARDEN_MODE": ("proxy", "sidecar, observe or relay"),
     "ZKWARDEN_IDENTITY": ("jm/0", "[A-Za-z0-9._-]"),
     "ZKWARDEN_REGISTRY_ROOT": ("zkwarden", "absolute znode path"),
     "ZKWARDEN_REGISTRY_AUTH": ("no-colon-canary-secret", "user:password"),
@@ -42,6 +42,7 @@ BAD = {
     "ZKWARDEN_LOG_LEVEL": ("verbose", "error, warn, info, debug"),
     "ZKWARDEN_LOG_FORMAT": ("xml", "text or json"),
     "ZKWARDEN_LOG_FILE": ("/nonexistent-dir/zkwarden.log", "opened for appending"),
+    "ZKWARDEN_AUDIT_FILE": ("/nonexistent-dir/audit.jsonl", "opened for appending"),
 }
 SECRETS = {"ZKWARDEN_REGISTRY_AUTH"}
 # Tried on variables added later that have no row above yet.

@@ -77,7 +77,7 @@ def test_every_path_answers(zk_server, zkwarden_factory, admin, kazoo_factory):
 
     r = adm.get("/v1/reclaims")
     assert r.status == 200
-    assert r.json() == {"capacity": 256, "total": 0, "reclaims": []}
+    assert r.json() == {"capacity": 256, "total": 0, "would_total": 0, "reclaims": []}
 
     # A query string does not change the route.
     assert adm.get("/healthz?verbose=1").status == 200

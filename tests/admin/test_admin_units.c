@@ -2,7 +2,9 @@
  * buckets, the Prometheus rendering, JSON and HTML strings, the reclaim
  * history ring, secrets in configuration errors, and the staleness rule's
  * verdicts that `zkwarden locks`, /v1/locks and reclaim share. */
+#include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../unit/zkw_test.h"
@@ -133,9 +135,63 @@ static void test_history_ring_keeps_the_newest(void) {
   b.len = 0;
   ASSERT_EQ(zkw_history_render_json(&b, 2), 0);
   t = buf_str(&b);
-  ASSERT_TRUE(strstr(t, "\"kind\":\"fence\",\"path\":\"\",\"reason\":\"\""));
+  ASSERT_TRUE(strstr(
+      t, "\"kind\":\"fence\",\"done\":true,\"would\":false,\"path\":\"\",\"version\":null,\"reason\":\"\""));
   ASSERT_TRUE(strlen(t) < 2000);
   zkw_buf_release(&b);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  return text;
+}
+
+/* Observe mode's would-actions and the audit file: one JSON line per
+ * action, done or not; a reopen after the file was moved starts a new one. */
+static void test_would_actions_and_the_audit_file(void) {
+  char dir[] = "/tmp/zkw-audit-XXXXXX", path[64], moved[80];
+  ASSERT_TRUE(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/audit", dir);
+  snprintf(moved, sizeof moved, "%s/audit.1", dir);
+  ASSERT_EQ(zkw_history_audit_open(path), 0);
+  uint64_t would = zkw_history_would_total(), fences = zkw_metrics.would_actions[ZKW_ACTION_FENCE];
+  zkw_history_record(&(struct zkw_action){ZKW_HISTORY_SWEEP, "/flink/l/\"q\"", 4, "stale", 0x2a, "jm-0", 2});
+  zkw_history_would(&(struct zkw_action){ZKW_HISTORY_FENCE, NULL, -1, "superseded", 0x2b, "jm-0", 3});
+  ASSERT_EQ(zkw_history_would_total() - would, 1);
+  ASSERT_EQ(zkw_metrics.would_actions[ZKW_ACTION_FENCE] - fences, 1);
+  const char *t = slurp(path);
+  ASSERT_TRUE(t != NULL);
+  const char *l2 = strchr(t, '\n');
+  ASSERT_TRUE(l2 && strchr(l2 + 1, '\n') && !strchr(strchr(l2 + 1, '\n') + 1, '\n')); /* two lines */
+  ASSERT_TRUE(strstr(t, "{\"time\":\"") == t);
+  ASSERT_TRUE(strstr(
+      t, "\"kind\":\"sweep\",\"done\":true,\"would\":false,\"path\":\"/flink/l/\\\"q\\\"\",\"version\":4,"
+         "\"reason\":\"stale\",\"session\":\"0x2a\",\"identity\":\"jm-0\",\"incarnation\":2}\n"));
+  ASSERT_TRUE(strstr(l2, "\"kind\":\"fence\",\"done\":false,\"would\":true,\"path\":\"\",\"version\":null,"
+                         "\"reason\":\"superseded\",\"session\":\"0x2b\""));
+  /* logrotate moved it: the reopen starts a new file, the old one keeps its lines. */
+  ASSERT_EQ(rename(path, moved), 0);
+  ASSERT_EQ(zkw_history_audit_reopen(), 0);
+  zkw_history_add(ZKW_HISTORY_ORPHAN_FENCE, NULL, "closed", 0x2c, "jm-0", 3);
+  zkw_history_failed(ZKW_HISTORY_RECLAIM_DELETE, "/flink/f", "failed (noauth)", 0x2d, "jm-0", 2);
+  t = slurp(path);
+  ASSERT_TRUE(t && strstr(t, "\"kind\":\"orphan_fence\",\"done\":true,\"would\":false") &&
+              !strstr(t, "sweep"));
+  ASSERT_TRUE(
+      strstr(t, "\"kind\":\"reclaim_at_delete\",\"done\":false,\"would\":false,\"path\":\"/flink/f\""));
+  t = slurp(moved);
+  ASSERT_TRUE(t && strstr(t, "sweep") && !strstr(t, "orphan_fence"));
+  zkw_history_audit_close();
+  ASSERT_EQ(zkw_history_audit_reopen(), 0); /* none open: nothing to do */
+  ASSERT_EQ(zkw_history_audit_open("/nonexistent-dir/audit"), -ENOENT);
+  unlink(path);
+  unlink(moved);
+  rmdir(dir);
 }
 
 /* ---- configuration ---- */
@@ -181,6 +237,7 @@ int main(void) {
   RUN(test_html_text_escapes_markup);
   RUN(test_staleness_rule_words);
   RUN(test_history_ring_keeps_the_newest);
+  RUN(test_would_actions_and_the_audit_file);
   RUN(test_config_error_hides_a_secret);
   RUN(test_config_admin_listen_and_log_file);
   return zkw_test_summary("admin units");

@@ -55,6 +55,10 @@ SCENARIOS = {
 
 # Scenarios about the sidecar itself: without one they are scenario 1.
 SIDECAR_ONLY = ("pod-restart", "node-crash")
+# Modes run through sidecars, and their ZKWARDEN_MODE. observe (--observe):
+# zkwarden must change nothing (the baseline's incident shows) and report
+# every fence and delete of the zkwarden run as a would-action.
+SIDECAR_MODES = {"zkwarden": "sidecar", "observe": "observe"}
 
 log = logging.getLogger("drill")
 
@@ -198,10 +202,14 @@ class Run:
     # --- processes
 
     def sidecar(self, name):
-        if self.mode != "zkwarden":
+        if self.mode not in SIDECAR_MODES:
             return None
         if name not in self.sidecars:
-            env = {"ZKWARDEN_ORPHAN_GRACE_MS": str(self.d.args.orphan_grace_ms)}
+            # Every action, done or would-be, goes to an audit file per sidecar
+            # (it outlives the sidecar's restarts): the run's record of actions.
+            env = {"ZKWARDEN_ORPHAN_GRACE_MS": str(self.d.args.orphan_grace_ms),
+                   "ZKWARDEN_MODE": SIDECAR_MODES[self.mode],
+                   "ZKWARDEN_AUDIT_FILE": str(self.dir / "sidecars" / ("audit-%s.jsonl" % name))}
             env.update(self.d.tls_env)
             sc = Sidecar(self.dir / "sidecars", name, self.d.ens.connect, "/zkwarden-" + self.cluster,
                          log_level=self.d.args.zkwarden_log_level, extra_env=env)
@@ -323,9 +331,22 @@ class Run:
                 text = j.log_text(n)
                 reordered += sum(text.count(m) for m in REORDER_MARKERS)
                 # through zkwarden the JM must only ever talk to its sidecar
-                if self.mode == "zkwarden" and any(x != j.connect for x in s.get("servers_seen", [])):
+                if self.mode in SIDECAR_MODES and any(x != j.connect for x in s.get("servers_seen", [])):
                     bypassed.append("%s#%d" % (j.name, n))
         return errors, reordered, unhandled, bypassed
+
+    def actions(self):
+        """{(kind, done): count} from every sidecar's audit file of this run."""
+        out = {}
+        for sc in list(self.sidecars.values()) + self.retired_sidecars:
+            path = sc.dir / ("audit-%s.jsonl" % sc.identity)
+            if not path.exists():
+                continue
+            for line in path.read_text().splitlines():
+                a = json.loads(line)
+                k = (a["kind"], a["done"])
+                out[k] = out.get(k, 0) + 1
+        return out
 
     def sidecar_problems(self):
         out = []
@@ -428,7 +449,7 @@ def latch_injection(r):
     only: without a sidecar that is the state that leaks (README). Through
     zkwarden the old session keeps its latch nodes: the new incarnation can lead
     at once only if zkwarden fences it, hung (scenario 3) or dead (4)."""
-    return r.mode == "direct" and not r.d.args.no_latch_injection
+    return r.mode in ("direct", "observe") and not r.d.args.no_latch_injection
 
 
 def scenario_superseded(r, cycles):
@@ -638,6 +659,9 @@ class Drill:
             r.stop_all()
             problems = r.sidecar_problems()
             r.result = summarize(r, errors, reordered, unhandled, bypassed, problems)
+            acts = r.actions()
+            r.result["done_actions"] = {k: n for (k, d), n in sorted(acts.items()) if d}
+            r.result["would_actions"] = {k: n for (k, d), n in sorted(acts.items()) if not d}
             r.elapsed = time.time() - r.t0
             log.info("--- %s done in %.0f s: %s", r.tag, r.elapsed, json.dumps(r.result))
         return r
@@ -705,6 +729,17 @@ def verdict(res, args):
         why.append("no cycle completed")
         return False, why
     sc = res["scenario"]
+    if res["mode"] == "observe":
+        # Exactly the baseline's incident, nothing done, the actions reported.
+        base = dict(res, mode="direct")
+        why += verdict(base, args)[1]
+        if res.get("done_actions"):
+            why.append("observe mode did actions: %s" % res["done_actions"])
+        if sc in ("restart", "superseded", "failover-cancel") and not res.get("would_actions", {}).get("fence"):
+            why.append("observe mode reported no would-fence")
+        if res["bypassed"]:
+            why.append("JM left the sidecar (ensemble tracker): %s" % ",".join(res["bypassed"]))
+        return not why, why
     if res["mode"] == "zkwarden":
         if res["leaked"]:
             why.append("%d leaked checkpoint znodes" % res["leaked"])
@@ -728,6 +763,8 @@ def verdict(res, args):
             why.append("JM left the sidecar (ensemble tracker): %s" % ",".join(res["bypassed"]))
         if sc != "zk-restart" and res["errors"]:
             why.append("%d failed requests seen by the JM" % res["errors"])
+        if res.get("would_actions"):
+            why.append("sidecar mode reported would-actions: %s" % res["would_actions"])
     else:
         # The baseline must show the incident, or the drill cannot fail.
         # The old session expires a session timeout after the kill, however long
@@ -795,6 +832,10 @@ def main():
     ap.add_argument("--tls", action="store_true",
                     help="a TLS-only ensemble (clientAuth=need), the sidecars with ZKWARDEN_UPSTREAM_TLS=on; "
                     "implies --zkwarden-only (the JM stand-in speaks plaintext)")
+    ap.add_argument("--observe", action="store_true",
+                    help="also run each scenario through sidecars in ZKWARDEN_MODE=observe: the baseline's "
+                    "incident must show, nothing done, and every kind of action the zkwarden run did reported "
+                    "as a would-action")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     if args.cycles is None:
@@ -811,6 +852,8 @@ def main():
         modes = ["direct"]
     if args.zkwarden_only or args.tls:
         modes = ["zkwarden"]
+    if args.observe:
+        modes.append("observe")
     layouts = [x for x in args.layouts.split(",") if x]
     scenarios = [x for x in args.scenarios.split(",") if x]
     for s in scenarios:
@@ -832,7 +875,7 @@ def main():
         for layout in layouts:
             for sc in scenarios:
                 for mode in modes:
-                    if sc in SIDECAR_ONLY and mode == "direct":
+                    if sc in SIDECAR_ONLY and mode != "zkwarden":
                         # without a sidecar a pod restart or node crash is a JM restart: scenario 1
                         continue
                     r = d.run_one(sc, layout, mode)
@@ -865,9 +908,23 @@ def main():
     print("drill time: %.0f s" % elapsed)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    # Observe mode reports every kind of action the zkwarden run of the same
+    # scenario and layout did (counts differ with timing: both are shown).
+    for res in results:
+        if res["mode"] != "observe":
+            continue
+        for other in results:
+            if (other["mode"], other["scenario"], other["layout"]) != ("zkwarden", res["scenario"], res["layout"]):
+                continue
+            missing = sorted(set(other.get("done_actions", {})) - set(res.get("would_actions", {})))
+            print("- %s / %s: zkwarden did %s; observe would have done %s"
+                  % (res["scenario"], res["layout"], other.get("done_actions"), res.get("would_actions")))
+            if missing:
+                res["verdict"] = (False, res["verdict"][1] + ["no would-action of kind(s) %s" % ", ".join(missing)])
+                print("  FAIL: observe reported no would-action of kind(s) %s" % ", ".join(missing))
     ok = bool(results) and all(r["verdict"][0] for r in results)
     expected = len([1 for l in layouts for s in scenarios for m in modes
-                    if not (s in SIDECAR_ONLY and m == "direct")])
+                    if not (s in SIDECAR_ONLY and m != "zkwarden")])
     if len(results) != expected:
         ok = False
     if ok and not args.keep and not args.workdir:
