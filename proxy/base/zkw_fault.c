@@ -24,6 +24,7 @@ static atomic_ullong calls[ZKW_FAULT_KIND_COUNT];
 #define SITES_MAX 512
 struct site {
   const char *where;
+  const char *detail;
   int kind;
   unsigned long long first;
 };
@@ -31,12 +32,17 @@ static struct site sites[SITES_MAX];
 static int nsites;
 static pthread_mutex_t sites_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void note_site(int kind, const char *where, unsigned long long n) {
+static bool same(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static void note_site(int kind, const char *where, const char *detail, unsigned long long n) {
   pthread_mutex_lock(&sites_mu);
   int i = 0;
-  while (i < nsites && !(sites[i].kind == kind && strcmp(sites[i].where, where) == 0))
+  while (i < nsites &&
+         !(sites[i].kind == kind && same(sites[i].where, where) && same(sites[i].detail, detail)))
     i++;
-  if (i == nsites && nsites < SITES_MAX) sites[nsites++] = (struct site){where, kind, n};
+  if (i == nsites && nsites < SITES_MAX) sites[nsites++] = (struct site){where, detail, kind, n};
   pthread_mutex_unlock(&sites_mu);
 }
 static int fail_kind = -1;
@@ -67,11 +73,12 @@ int zkw_fault_init(void) {
   return -1;
 }
 
-bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where) {
+bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where, const char *detail) {
   unsigned long long n = atomic_fetch_add(&calls[kind], 1) + 1;
-  note_site(kind, where, n);
+  note_site(kind, where, detail, n);
   if ((int)kind != fail_kind || n != fail_at) return false;
-  zkw_log_warn("fault injection: failing %s #%llu at %s", kind_names[kind], n, where);
+  zkw_log_warn("fault injection: failing %s #%llu at %s%s%s", kind_names[kind], n, where, detail ? "/" : "",
+               detail ? detail : "");
   return true;
 }
 
@@ -85,8 +92,9 @@ void zkw_fault_report(void) {
                  (unsigned long long)atomic_load(&calls[k]));
   pthread_mutex_lock(&sites_mu);
   for (int i = 0; i < nsites; i++)
-    zkw_log_info("fault injection: point %s first at %s #%llu", sites[i].where, kind_names[sites[i].kind],
-                 sites[i].first);
+    zkw_log_info("fault injection: point %s%s%s first at %s #%llu", sites[i].where,
+                 sites[i].detail ? "/" : "", sites[i].detail ? sites[i].detail : "",
+                 kind_names[sites[i].kind], sites[i].first);
   pthread_mutex_unlock(&sites_mu);
 }
 #endif

@@ -39,15 +39,20 @@ enum zkw_fault_kind {
 /* Reads ZKW_TEST_FAULT. Returns 0, or -1 (with a line on stderr) when it
  * does not parse. */
 int zkw_fault_init(void);
-/* Counts a call of kind at where; true when this is the one to fail. */
-bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where);
+/* Counts a call of kind at where (detail: what the call is for there, when
+ * one place serves several, or NULL); true when this is the one to fail.
+ * Each (where, detail) is a point. */
+bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where, const char *detail);
 /* The error code given with the variable, or dflt. */
 int zkw_fault_code(int dflt);
 /* Logs the count of calls of each kind (at exit). */
 void zkw_fault_report(void);
 #define ZKW_FAULT_STR2(x) #x
 #define ZKW_FAULT_STR(x)  ZKW_FAULT_STR2(x)
-#define ZKW_FAULT(kind)   zkw_fault_hit(ZKW_FAULT_##kind, __FILE__ ":" ZKW_FAULT_STR(__LINE__))
+#define ZKW_FAULT_WHERE   __FILE__ ":" ZKW_FAULT_STR(__LINE__)
+#define ZKW_FAULT(kind)   zkw_fault_hit(ZKW_FAULT_##kind, ZKW_FAULT_WHERE, NULL)
+/* A point whose place the caller names (a helper's caller's line). */
+#define ZKW_FAULT_AT(kind, where, detail) zkw_fault_hit(ZKW_FAULT_##kind, (where), (detail))
 #else
 static inline int zkw_fault_init(void) {
   return 0;
@@ -56,7 +61,9 @@ static inline int zkw_fault_code(int dflt) {
   return dflt;
 }
 static inline void zkw_fault_report(void) {}
-#define ZKW_FAULT(kind) false
+#define ZKW_FAULT_WHERE                   NULL
+#define ZKW_FAULT(kind)                   false
+#define ZKW_FAULT_AT(kind, where, detail) ((void)(where), (void)(detail), false)
 #endif
 
 /* Allocation with its fault point: what zkwarden's own paths call. */

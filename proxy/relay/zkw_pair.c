@@ -155,7 +155,9 @@ void zkw_side_flush(struct zkw_side *side) {
   side->out = (struct zkw_buf){0};
   uv_buf_t b = uv_buf_init((char *)side->flight.data, (unsigned)side->flight.len);
   side->wreq.data = side;
-  int rc = ZKW_FAULT(write) ? UV_EPIPE : uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
+  int rc = ZKW_FAULT_AT(write, ZKW_FAULT_WHERE, side->name)
+               ? UV_EPIPE
+               : uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
   if (rc) {
     zkw_buf_release(&side->flight);
     zkw_session_write_failed(side->s, side, rc);
@@ -164,9 +166,9 @@ void zkw_side_flush(struct zkw_side *side) {
   side->writing = true;
 }
 
-int zkw_side_send(struct zkw_side *side, const uint8_t *p, size_t n) {
+int zkw_side_send_at(struct zkw_side *side, const uint8_t *p, size_t n, const char *where) {
   if (!n) return 0;
-  if (ZKW_FAULT(write)) return UV_EPIPE;
+  if (ZKW_FAULT_AT(write, where, side->name)) return UV_EPIPE;
   if (side->tls) {
     /* Encrypted into out: uv_write then tries the socket at once. */
     if (zkw_tls_encrypt(side->tls, p, n) != 0) return UV_EPROTO;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zkw_fault.h"
 #include "zkw_relay.h"
 
 /* Backpressure: a side stops reading while its peer has more than
@@ -33,7 +34,10 @@ void zkw_session_unref(struct zkw_session *s);
 
 /* Sends n bytes to side: straight to the socket if nothing is queued, the
  * rest (or all) copied to side->out. Returns 0 or a negative error. */
-int zkw_side_send(struct zkw_side *side, const uint8_t *p, size_t n) __attribute__((warn_unused_result));
+int zkw_side_send_at(struct zkw_side *side, const uint8_t *p, size_t n, const char *where)
+    __attribute__((warn_unused_result));
+/* (where: the caller's place, a fault-injection point of the test build) */
+#define zkw_side_send(side, p, n) zkw_side_send_at((side), (p), (n), ZKW_FAULT_WHERE)
 /* Starts writing side->out if no write is in flight. */
 void zkw_side_flush(struct zkw_side *side);
 void zkw_side_start_reading(struct zkw_side *side);

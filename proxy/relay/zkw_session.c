@@ -246,14 +246,19 @@ static int on_barrier_reply(struct zkw_session *s, int verdict, const uint8_t *f
   return verdict;
 }
 
+/* The reply fault point (zkw_fault.h), one per class of upstream frame: a
+ * frame cut after its xid, which does not decode. */
+static size_t corrupt(size_t len, const char *what) {
+  return ZKW_FAULT_AT(reply, __FILE__, what) && len > 4 ? 4 : len;
+}
+
 /* Handles one upstream frame (the body starts at frame + 4): matched to its
  * request, then the policy's verdict on a reply to the client's request.
  * Returns the verdict, or a negative codec status. */
 static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
   const uint8_t *body = frame + 4;
   size_t len = flen - 4;
-  if (ZKW_FAULT(reply) && len > 4) len = 4; /* cut after the xid: it does not decode */
-  if (s->phase == ZKW_PHASE_CONNECTING) return on_connect_response(s, body, len);
+  if (s->phase == ZKW_PHASE_CONNECTING) return on_connect_response(s, body, corrupt(len, "ConnectResponse"));
   int32_t xid = (int32_t)zkw_load_be32(body);
   int32_t op = ZKW_OP_NOTIFICATION;
   int rc;
@@ -261,10 +266,12 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
     if (!s->pings) goto unmatched;
     s->pings--;
     op = ZKW_OP_PING;
+    len = corrupt(len, "ping");
   } else if (xid == ZKW_XID_AUTH) {
     if (!s->auths) goto unmatched;
     s->auths--;
     op = ZKW_OP_AUTH;
+    len = corrupt(len, "auth");
   } else if (xid != ZKW_XID_NOTIFICATION) {
     int32_t expected;
     if (zkw_pending_match(&s->pending, xid, &op, &expected) != 0) {
@@ -276,10 +283,13 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
       return ZKW_E_VALUE;
     }
     if (s->pending.last_owned) { /* zkwarden's own request: consumed, never forwarded */
-      rc = zkw_inband_reply(s, s->pending.last_owned, body, len, op);
+      rc = zkw_inband_reply(s, s->pending.last_owned, body, corrupt(len, "in-band"), op);
       return rc < 0 ? rc : ZKW_DROP;
     }
     zkw_metrics_latency(op, s->pending.now - s->pending.last_t0);
+    len = corrupt(len, s->barrier && xid == s->barrier_xid ? "barrier" : "reply");
+  } else {
+    len = corrupt(len, "notification");
   }
   struct zkw_reply rep;
   rc = zkw_decode_reply(body, len, op, &rep);
