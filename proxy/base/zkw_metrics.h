@@ -177,6 +177,9 @@ struct zkw_histogram {
     "Times another live sidecar held this identity's previous session (nothing was fenced).")                \
   X(registry_errors, COUNTER, NONE, "zkwarden_registry_errors_total",                                        \
     "Registry reads or writes that failed (missing, unreadable, corrupt or conflicting).")                   \
+  X(registry_world_readable, GAUGE, NONE, "zkwarden_registry_world_readable",                                \
+    "1 while a registry node of this identity (its record holds the JobManager's session password) is "      \
+    "readable without credentials (ZKWARDEN_REGISTRY_AUTH unset, or a world ACL not made creator-only).")    \
   X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
     "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \
