@@ -10,10 +10,8 @@
  * Requests on a keep-alive connection are answered in order. */
 #include "zkw_admin.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <llhttp.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -786,21 +784,12 @@ static void refuse_connection(uv_stream_t *listener) {
   uv_close((uv_handle_t *)t, refused_closed_cb);
 }
 
-/* 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104; unknown counts as remote. */
+/* An unknown peer counts as remote. */
 static bool peer_on_loopback(const uv_tcp_t *t) {
   struct sockaddr_storage ss;
   int len = sizeof ss;
-  if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) != 0) return false;
-  if (ss.ss_family == AF_INET) {
-    const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-    return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (ss.ss_family == AF_INET6) {
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)&ss)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(a)) return true;
-    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
-  }
-  return false;
+  return uv_tcp_getpeername(t, (struct sockaddr *)&ss, &len) == 0 &&
+         zkw_text_is_loopback((struct sockaddr *)&ss);
 }
 
 static void on_connection(uv_stream_t *listener, int status) {
