@@ -436,7 +436,7 @@ static void walk_answer(struct zkw_admin_http *h, const struct zkw_locks_report 
   endpoint.scratch.len = 0;
   if (!rep && !h->walk_page) {
     char line[200];
-    snprintf(line, sizeof line, "lock report unavailable: %s", why);
+    snprintf(line, sizeof line, "lock report unavailable: %s", why ? why : "no report");
     return respond_line(h, 503, NULL, true, line);
   }
   int rc =
