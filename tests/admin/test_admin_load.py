@@ -218,6 +218,7 @@ def test_200_concurrent_lock_reports_while_a_jobmanager_works(zkwarden_factory, 
             while not stop.is_set():
                 readyz.append(proxy.admin_get("/readyz", timeout=10)[0])
                 time.sleep(0.05)
+        wait_until(lambda: "admin endpoint on" in proxy.stderr(), 10, what="the admin endpoint")
         wait_until(lambda: proxy.admin_get("/readyz")[0] == 200, 15, what="/readyz 200")
         exclude = {session, direct.client_id[0]}
         before = own_reads(zk, exclude)

@@ -540,6 +540,7 @@ def test_registry_auth_set_later_restricts_the_record(private_zk, zkwarden_facto
     node = "/zkwarden/identities/jm-acl"
     env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-acl", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
     bare = zkwarden_factory.start(private_zk, extra_env=env)
+    wait_until(lambda: "admin endpoint on" in bare.stderr(), 10, what="the admin endpoint")
     jm = kazoo_factory(bare.hostport)
     new_latch(jm)  # incarnation 1: its session and password are recorded
     session = jm.client_id[0]
@@ -552,6 +553,7 @@ def test_registry_auth_set_later_restricts_the_record(private_zk, zkwarden_facto
     zkwarden_factory.procs.remove(bare)
 
     secured = zkwarden_factory.start(private_zk, extra_env=dict(env, ZKWARDEN_REGISTRY_AUTH="warden:s3cret-pw"))
+    wait_until(lambda: "admin endpoint on" in secured.stderr(), 10, what="the admin endpoint")
 
     def unreadable(path, read):
         try:

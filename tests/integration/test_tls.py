@@ -285,6 +285,7 @@ def test_lock_report_under_tls(certs, tls_zk, zkwarden_factory, kazoo_factory, t
              "/flink/c1/checkpoints/%s/%019d/locks/%s" % ("a" * 32, 8, uuid.uuid4())]
     jm = Jm(proxy.hostport, 15000, "/flink/c1/leader/latch", *locks)
     try:
+        wait_until(lambda: "admin endpoint on" in proxy.stderr(), 10, what="the admin endpoint")
         # The locks are tagged on the server (what a direct TLS client reads).
         for p in locks:
             assert observer.get(p)[0].startswith(b"zkwarden-lock 1 identity=jm-0 incarnation=1 ")
