@@ -589,15 +589,20 @@ static void acl_pass_done(struct zkw_identity *id) {
   id->acl_checking = false;
   ZKW_METRIC_SET(registry_world_readable, id->acl_readable ? 1 : 0);
   if (!id->acl_exposed[0]) return;
-  char session[120] = "no session";
-  if (id->rec_loaded && id->rec.session)
-    snprintf(session, sizeof session, "session 0x%" PRIx64 " (incarnation %" PRIu64 "%s)",
-             (uint64_t)id->rec.session, id->rec.incarnation,
-             id->rec.dead >= id->rec.incarnation ? ", already ended" : "");
+  char session[200] = "No session was recorded there";
+  if (id->rec_loaded && id->rec.session && id->rec.dead >= id->rec.incarnation)
+    snprintf(session, sizeof session,
+             "The recorded session 0x%" PRIx64 " (incarnation %" PRIu64
+             ") has ended; its password was readable",
+             (uint64_t)id->rec.session, id->rec.incarnation);
+  else if (id->rec_loaded && id->rec.session)
+    snprintf(session, sizeof session,
+             "The recorded session 0x%" PRIx64 " (incarnation %" PRIu64
+             ") is exposed: its password was readable; the next incarnation's fence closes it",
+             (uint64_t)id->rec.session, id->rec.incarnation);
   zkw_log(id->acl_warned ? ZKW_LOG_INFO : ZKW_LOG_WARN,
           "identity %s: registry node(s) %s had a world ACL (readable by anyone who can reach the ensemble): "
-          "made creator-only for ZKWARDEN_REGISTRY_AUTH. The recorded %s is exposed: its password was "
-          "readable; the next incarnation's fence closes it",
+          "made creator-only for ZKWARDEN_REGISTRY_AUTH. %s",
           identity_name(id), id->acl_exposed, session);
   id->acl_warned = true;
 }
