@@ -580,3 +580,33 @@ def test_registry_auth_set_later_restricts_the_record(private_zk, zkwarden_facto
     wait_until(lambda: unreadable(node, anonymous.get), 15, what="the record restricted again")
     wait_until(lambda: len([l for l in secured.stderr().splitlines() if "had a world ACL" in l]) == 2, 10,
                what="the second line (at info)")
+
+
+@pytest.mark.zkwarden
+def test_registry_world_acl_that_cannot_be_restricted_is_reported(private_zk, zkwarden_factory, kazoo_factory):
+    """Issue 20: a record whose world ACL lacks ADMIN (setACL gets NOAUTH)
+    cannot be made creator-only: one error names it, the gauge stays 1, the
+    error is counted, and the registry is still used (it is readable and
+    writable)."""
+    node = "/zkwarden/identities/jm-ro"
+    direct = kazoo_factory(private_zk.hostport)
+    direct.ensure_path("/zkwarden/identities")
+    direct.create(node, b"", acl=[make_acl("world", "anyone", read=True, write=True, create=True, delete=True)])
+    proxy = zkwarden_factory.start(private_zk, extra_env={
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-ro", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+        "ZKWARDEN_REGISTRY_AUTH": "warden:s3cret-pw"})
+    wait_until(lambda: "admin endpoint on" in proxy.stderr(), 10, what="the admin endpoint")
+    wait_until(lambda: "cannot be made creator-only" in proxy.stderr(), 15, what="the error")
+    new_latch(kazoo_factory(proxy.hostport))  # the registry is still used: incarnation 1 is recorded
+    wait_until(lambda: proxy.metric("zkwarden_identity_incarnation") == 1, 10, what="incarnation 1")
+    wait_until(lambda: proxy.metric("zkwarden_registry_world_readable") == 1, 10, what="the gauge at 1")
+    errors = proxy.metric("zkwarden_registry_errors_total")
+    assert errors >= 1
+    # Checks every 2 s count each failure, but the error line is written once.
+    wait_until(lambda: proxy.metric("zkwarden_registry_errors_total") > errors, 10, what="a later check")
+    lines = [l for l in proxy.stderr().splitlines() if "cannot be made creator-only" in l]
+    assert len(lines) == 1 and " error " in lines[0] and node in lines[0], lines
+    assert "not authenticated" in lines[0].lower(), lines  # zerror(ZNOAUTH)
+    assert "session=0x" in direct.get(node)[0].decode()  # still readable by anyone: what the gauge says
+    assert proxy.admin_get("/readyz")[0] == 200
+    assert "s3cret" not in proxy.stderr()
