@@ -77,8 +77,9 @@ static void conn_closed_cb(uv_handle_t *hd) {
 static struct {
   struct zkw_zk *zk; /* opened at the first walk, closed by zkw_admin_finish */
   bool connected;
-  uv_timer_t timer; /* bound on the wait for zk to connect */
-  bool timer_open;
+  uv_timer_t timer;               /* bound on the wait for zk to connect */
+  uv_timer_t expire;              /* frees rep once it answers no more requests */
+  bool timer_open;                /* both initialised */
   struct zkw_locks_walk *walk;    /* the one in flight */
   struct zkw_locks_report *rep;   /* the last one's report */
   uint64_t rep_at;                /* uv_now when it ended */
@@ -456,12 +457,20 @@ static void walk_answer_all(const struct zkw_locks_report *rep, const char *why)
   }
 }
 
+/* The report of a big tree is big: not kept past its reuse. */
+static void walk_expire(uv_timer_t *t) {
+  (void)t;
+  zkw_locks_report_free(walks.rep);
+  walks.rep = NULL;
+}
+
 static void walk_done(void *arg, struct zkw_locks_report *rep) {
   (void)arg;
   walks.walk = NULL;
   zkw_locks_report_free(walks.rep);
   walks.rep = rep;
   walks.rep_at = uv_now(endpoint.srv->loop);
+  if (walks.timer_open) uv_timer_start(&walks.expire, walk_expire, ZKW_ADMIN_WALK_REUSE_MS, 0);
   walk_answer_all(rep, rep ? NULL : "out of memory");
 }
 
@@ -505,6 +514,10 @@ static const char *start_walk(struct zkw_admin_http *h, bool page) {
     zkw_config_upstream_list(cfg, hosts, sizeof hosts);
     if (!walks.timer_open) {
       if (uv_timer_init(endpoint.srv->loop, &walks.timer) != 0) return "out of memory";
+      if (uv_timer_init(endpoint.srv->loop, &walks.expire) != 0) {
+        uv_close((uv_handle_t *)&walks.timer, NULL);
+        return "out of memory";
+      }
       walks.timer_open = true;
     }
     if (zkw_zk_open(&walks.zk, endpoint.srv->loop, hosts, ZKW_ADMIN_WALK_SESSION_MS,
@@ -906,7 +919,10 @@ void zkw_admin_stop(void) {
   if (walks.walk) zkw_locks_walk_cancel(walks.walk); /* it frees itself and its report */
   walks.walk = NULL;
   walks.waiters = NULL; /* their connections are closing */
-  if (walks.timer_open) uv_close((uv_handle_t *)&walks.timer, NULL);
+  if (walks.timer_open) {
+    uv_close((uv_handle_t *)&walks.timer, NULL);
+    uv_close((uv_handle_t *)&walks.expire, NULL);
+  }
   walks.timer_open = false;
   if (walks.zk) zkw_zk_close_handle(walks.zk);
 }

@@ -267,5 +267,13 @@ def test_200_concurrent_lock_reports_while_a_jobmanager_works(zkwarden_factory, 
         assert proxy.metric("zkwarden_registry_errors_total") == 0
         assert proxy.metric("zkwarden_identity_incarnation") == 1
         assert "expired" not in proxy.stderr().lower(), proxy.stderr()
+        # Requests within 5 s of a walk reuse its report; a later one walks
+        # again and sees the tree as it is now.
+        direct.delete(held[1])  # the tree changes
+        wait_until(lambda: proxy.admin_get("/v1/locks")[0] == 200 and
+                   proxy.metric("zkwarden_lock_walks_total") == walks + 1, 15, interval=0.5,
+                   what="a new walk after 5 s")
+        doc = json.loads(proxy.admin_get("/v1/locks")[1])
+        assert held[1] not in {e["path"] for e in doc["locks"]} and held[0] in {e["path"] for e in doc["locks"]}
     finally:
         zk.stop()
