@@ -53,6 +53,13 @@ static void signals_stop(uv_loop_t *loop) {
   uv_run(loop, UV_RUN_NOWAIT);
 }
 
+/* zkwarden's own ZooKeeper sessions say goodbye (blocking; under TLS on a
+ * thread while the loop serves the internal relay). */
+static void finish_sessions(void *id) {
+  zkw_admin_finish();
+  zkw_sidecar_finish(id);
+}
+
 static void usage(FILE *out) {
   fprintf(out, "usage: zkwarden [--check-config | --list-metrics | --help | --version]\n"
                "       zkwarden locks [--json] [--reclaim [--dry-run]]   (zkwarden locks --help)\n"
@@ -122,7 +129,7 @@ int main(int argc, char **argv) {
   if (started != 0) zkw_server_stop(&srv); /* logged; the loop below only closes handles */
   uv_run(loop, UV_RUN_DEFAULT);
   /* Closing the registry session removes this instance's owner node at once. */
-  zkw_server_finish(&srv, zkw_sidecar_finish, &identity);
+  zkw_server_finish(&srv, finish_sessions, &identity);
   signals_stop(loop);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();

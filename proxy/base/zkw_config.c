@@ -192,6 +192,20 @@ static int parse_mode(struct zkw_config *cfg, const char *val, long long lo, lon
   return 0;
 }
 
+static int parse_admin_remote(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                              size_t whylen) {
+  (void)lo, (void)hi;
+  if (strcmp(val, "probes") == 0)
+    cfg->admin_remote_all = false;
+  else if (strcmp(val, "all") == 0)
+    cfg->admin_remote_all = true;
+  else {
+    snprintf(why, whylen, "probes or all");
+    return -1;
+  }
+  return 0;
+}
+
 static int parse_identity(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                           size_t whylen) {
   (void)lo, (void)hi;
@@ -330,24 +344,25 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 
 /* Whether a parser's values are secret: never printed, not even in an error
  * (every parser must say). */
-#define ZKW_SECRET_hostports   0
-#define ZKW_SECRET_listen_addr 0
-#define ZKW_SECRET_admin_addr  0
-#define ZKW_SECRET_uint        0
-#define ZKW_SECRET_log_level   0
-#define ZKW_SECRET_log_format  0
-#define ZKW_SECRET_log_file    0
-#define ZKW_SECRET_audit_file  0
-#define ZKW_SECRET_identity    0
-#define ZKW_SECRET_mode        0
-#define ZKW_SECRET_znode       0
-#define ZKW_SECRET_auth        1
-#define ZKW_SECRET_auth_file   0
-#define ZKW_SECRET_lock_roots  0
-#define ZKW_SECRET_onoff       0
-#define ZKW_SECRET_pem_file    0
-#define ZKW_SECRET_key_file    0
-#define ZKW_SECRET_server_name 0
+#define ZKW_SECRET_hostports    0
+#define ZKW_SECRET_listen_addr  0
+#define ZKW_SECRET_admin_addr   0
+#define ZKW_SECRET_uint         0
+#define ZKW_SECRET_log_level    0
+#define ZKW_SECRET_log_format   0
+#define ZKW_SECRET_log_file     0
+#define ZKW_SECRET_audit_file   0
+#define ZKW_SECRET_identity     0
+#define ZKW_SECRET_mode         0
+#define ZKW_SECRET_admin_remote 0
+#define ZKW_SECRET_znode        0
+#define ZKW_SECRET_auth         1
+#define ZKW_SECRET_auth_file    0
+#define ZKW_SECRET_lock_roots   0
+#define ZKW_SECRET_onoff        0
+#define ZKW_SECRET_pem_file     0
+#define ZKW_SECRET_key_file     0
+#define ZKW_SECRET_server_name  0
 
 /* Integer fields are stored after validation by store_uint below. */
 #define ZKW_STORE_hostports(field, val)
@@ -359,6 +374,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_STORE_log_format(field, val)
 #define ZKW_STORE_identity(field, val)
 #define ZKW_STORE_mode(field, val)
+#define ZKW_STORE_admin_remote(field, val)
 #define ZKW_STORE_znode(field, val)
 #define ZKW_STORE_auth(field, val)
 #define ZKW_STORE_auth_file(field, val)
@@ -397,25 +413,26 @@ int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char 
 void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 /* What --check-config shows: the text given, except for secrets and the
  * resolved identity. */
-#define ZKW_SHOW(field, parser)     ZKW_SHOW_##parser(field)
-#define ZKW_SHOW_hostports(field)   cfg->raw_##field
-#define ZKW_SHOW_listen_addr(field) cfg->raw_##field
-#define ZKW_SHOW_admin_addr(field)  cfg->raw_##field
-#define ZKW_SHOW_log_file(field)    cfg->raw_##field
-#define ZKW_SHOW_audit_file(field)  cfg->raw_##field
-#define ZKW_SHOW_uint(field)        cfg->raw_##field
-#define ZKW_SHOW_log_level(field)   cfg->raw_##field
-#define ZKW_SHOW_log_format(field)  cfg->raw_##field
-#define ZKW_SHOW_identity(field)    cfg->identity
-#define ZKW_SHOW_mode(field)        cfg->raw_##field
-#define ZKW_SHOW_znode(field)       cfg->raw_##field
-#define ZKW_SHOW_auth(field)        (*cfg->raw_##field ? "<set>" : "<unset>")
-#define ZKW_SHOW_auth_file(field)   cfg->raw_##field
-#define ZKW_SHOW_lock_roots(field)  cfg->raw_##field
-#define ZKW_SHOW_onoff(field)       cfg->raw_##field
-#define ZKW_SHOW_pem_file(field)    cfg->raw_##field
-#define ZKW_SHOW_key_file(field)    cfg->raw_##field
-#define ZKW_SHOW_server_name(field) cfg->raw_##field
+#define ZKW_SHOW(field, parser)      ZKW_SHOW_##parser(field)
+#define ZKW_SHOW_hostports(field)    cfg->raw_##field
+#define ZKW_SHOW_listen_addr(field)  cfg->raw_##field
+#define ZKW_SHOW_admin_addr(field)   cfg->raw_##field
+#define ZKW_SHOW_log_file(field)     cfg->raw_##field
+#define ZKW_SHOW_audit_file(field)   cfg->raw_##field
+#define ZKW_SHOW_uint(field)         cfg->raw_##field
+#define ZKW_SHOW_log_level(field)    cfg->raw_##field
+#define ZKW_SHOW_log_format(field)   cfg->raw_##field
+#define ZKW_SHOW_identity(field)     cfg->identity
+#define ZKW_SHOW_mode(field)         cfg->raw_##field
+#define ZKW_SHOW_admin_remote(field) cfg->raw_##field
+#define ZKW_SHOW_znode(field)        cfg->raw_##field
+#define ZKW_SHOW_auth(field)         (*cfg->raw_##field ? "<set>" : "<unset>")
+#define ZKW_SHOW_auth_file(field)    cfg->raw_##field
+#define ZKW_SHOW_lock_roots(field)   cfg->raw_##field
+#define ZKW_SHOW_onoff(field)        cfg->raw_##field
+#define ZKW_SHOW_pem_file(field)     cfg->raw_##field
+#define ZKW_SHOW_key_file(field)     cfg->raw_##field
+#define ZKW_SHOW_server_name(field)  cfg->raw_##field
 #define ZKW_X_PRINT(field, env, def, parser, lo, hi, help)                                                   \
   fprintf(out, "%s=%s\n", env, ZKW_SHOW(field, parser));
   ZKW_CONFIG_VARS(ZKW_X_PRINT)

@@ -30,6 +30,9 @@ struct zkw_hostport {
     "address the JobManager connects to, ip:port or [ipv6]:port")                                            \
   X(admin_listen, "ZKWARDEN_ADMIN_LISTEN", "127.0.0.1:9181", admin_addr, 0, 0,                               \
     "admin HTTP endpoint (/healthz /readyz /metrics /v1/...), ip:port or [ipv6]:port")                       \
+  X(admin_remote, "ZKWARDEN_ADMIN_REMOTE", "probes", admin_remote, 0, 0,                                     \
+    "probes: from other hosts only /metrics /healthz /readyz answer (the rest on loopback); all: every "     \
+    "path")                                                                                                  \
   X(max_frame, "ZKWARDEN_MAX_FRAME", "1048575", uint, 8, 0x7fffffff,                                         \
     "largest frame accepted from a client, bytes (ZooKeeper's jute.maxbuffer)")                              \
   X(max_reply_frame, "ZKWARDEN_MAX_REPLY_FRAME", "67108864", uint, 16, 0x7fffffff,                           \
@@ -96,6 +99,7 @@ struct zkw_config {
   char tls_server_name[256];
   bool relay_only; /* ZKWARDEN_MODE=relay: no identity features at all */
   bool observe;    /* ZKWARDEN_MODE=observe: no fence and no delete, each reported as a would-action */
+  bool admin_remote_all; /* ZKWARDEN_ADMIN_REMOTE=all: every admin path answers non-loopback peers */
   char identity[ZKW_IDENTITY_MAX + 1];
   char registry_root[256];
   char registry_auth[256]; /* secret: never printed or logged */

@@ -213,6 +213,13 @@ struct zkw_histogram {
     "Times another live sidecar held this identity's previous session (nothing was fenced).")                \
   X(registry_errors, COUNTER, NONE, "zkwarden_registry_errors_total",                                        \
     "Registry reads or writes that failed (missing, unreadable, corrupt or conflicting).")                   \
+  X(registry_world_readable, GAUGE, NONE, "zkwarden_registry_world_readable",                                \
+    "1 while a registry node of this identity (its record lets whoever reads it close the JobManager's "     \
+    "session) is "                                                                                           \
+    "readable without credentials (ZKWARDEN_REGISTRY_AUTH unset, or a world ACL not made creator-only).")    \
+  X(lock_walks, COUNTER, NONE, "zkwarden_lock_walks_total",                                                  \
+    "Walks of the lock roots started for GET / and /v1/locks (one at a time; a report answers 5 s of "       \
+    "requests).")                                                                                            \
   X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
     "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \

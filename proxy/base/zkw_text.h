@@ -5,6 +5,7 @@
 #ifndef ZKW_TEXT_H
 #define ZKW_TEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -22,6 +23,9 @@ int zkw_text_json_string(struct zkw_buf *b, const char *s, size_t max) __attribu
  * ("?" for another family), always NUL-terminated. */
 struct sockaddr;
 void zkw_text_sockaddr(const struct sockaddr *sa, char *out, size_t len);
+/* True for a loopback address: 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104
+ * (the admin endpoint's ZKWARDEN_ADMIN_REMOTE rule). */
+bool zkw_text_is_loopback(const struct sockaddr *sa);
 
 /* Appends s as HTML text, escaping &, <, >, " and '; at most max bytes of s.
  * Returns 0 or -ENOMEM. */

@@ -17,6 +17,9 @@ struct zkw_zk_result {
   char **children;  /* get_children: names */
   int child_count;
   char *path; /* create: the created path */
+  /* get_acl: an entry for world:anyone (any permission; world_read: with
+   * read), the node's ACL version in stat.aversion. */
+  bool acl_world, acl_world_read;
 };
 
 typedef void (*zkw_zk_cb)(void *arg, const struct zkw_zk_result *r);

@@ -6,7 +6,12 @@
  * deletes the stale locks under the sweep's rules: each one is read again
  * just before, and deleted only if it is still the same node (czxid), still
  * tagged the same way, still stale by zkw_lock_why_not_stale (this command's
- * session is the asking session), and with the version just read. */
+ * session is the asking session), and with the version just read.
+ *
+ * With ZKWARDEN_UPSTREAM_TLS=on it uses the daemon's TLS settings (CA, client
+ * certificate, server name): libzookeeper_mt has no TLS, so its session goes
+ * through an internal relay on 127.0.0.1 as the daemon's own sessions do
+ * (zkw_server_start_relay_only); it never speaks plaintext to the ensemble. */
 #include "zkw_lockscli.h"
 
 #include <inttypes.h>
@@ -18,7 +23,10 @@
 #include "zkw_config.h"
 #include "zkw_locks.h"
 #include "zkw_log.h"
+#include "zkw_metrics.h"
+#include "zkw_server.h"
 #include "zkw_text.h"
+#include "zkw_tls.h"
 
 #define CLI_CONNECT_MS 15000
 
@@ -47,6 +55,7 @@ static void cli_finish(struct cli *c, int status) {
   uv_timer_stop(&c->timer);
   uv_close((uv_handle_t *)&c->timer, NULL);
   zkw_zk_close_handle(c->zk);
+  zkw_tls_stop();
 }
 
 static void out_flush(struct cli *c) {
@@ -246,6 +255,18 @@ static const char *cli_env(const char *name) {
   return getenv(name);
 }
 
+static void cli_nothing(void *arg) {
+  (void)arg;
+}
+
+/* Closes the session (blocking; on a thread while the loop serves the
+ * internal relay under TLS). */
+static void cli_close_zk(void *arg) {
+  struct cli *c = arg;
+  zkw_zk_close(c->zk);
+  c->zk = NULL;
+}
+
 int zkw_locks_cli(int argc, char **argv) {
   static struct cli c; /* static: the loop's handles live in it */
   memset(&c, 0, sizeof c);
@@ -280,6 +301,22 @@ int zkw_locks_cli(int argc, char **argv) {
   char hosts[4096];
   zkw_config_upstream_list(&cfg, hosts, sizeof hosts);
   if (uv_loop_init(&c.loop) != 0) return 1;
+  static struct zkw_server relay; /* TLS: the internal relay; its loop is c.loop */
+  memset(&relay, 0, sizeof relay);
+  if (cfg.upstream_tls) {
+    zkw_metrics_init();
+    if (zkw_tls_start(&c.loop, &cfg) != 0) { /* logged; never plaintext instead */
+      uv_loop_close(&c.loop);
+      return 2;
+    }
+    if (zkw_server_start_relay_only(&relay, &c.loop, &cfg) != 0) { /* logged */
+      zkw_tls_stop();
+      uv_run(&c.loop, UV_RUN_DEFAULT);
+      zkw_tls_free();
+      uv_loop_close(&c.loop);
+      return 1;
+    }
+  }
   uv_timer_init(&c.loop, &c.timer);
   c.timer.data = &c;
   int rc = zkw_zk_open(&c.zk, &c.loop, hosts, 10000, cfg.registry_auth[0] ? cfg.registry_auth : NULL,
@@ -287,13 +324,18 @@ int zkw_locks_cli(int argc, char **argv) {
   if (rc != 0) {
     fprintf(stderr, "zkwarden locks: cannot start a ZooKeeper client: %s\n", uv_strerror(rc));
     uv_close((uv_handle_t *)&c.timer, NULL);
+    zkw_tls_stop();
     uv_run(&c.loop, UV_RUN_DEFAULT);
+    if (cfg.upstream_tls) zkw_server_finish(&relay, cli_nothing, NULL);
     uv_loop_close(&c.loop);
     return 1;
   }
   uv_timer_start(&c.timer, connect_timeout, CLI_CONNECT_MS, 0);
   uv_run(&c.loop, UV_RUN_DEFAULT);
-  zkw_zk_close(c.zk);
+  if (cfg.upstream_tls)
+    zkw_server_finish(&relay, cli_close_zk, &c); /* the closeSession goes through the relay */
+  else
+    cli_close_zk(&c);
   zkw_locks_report_free(c.rep);
   zkw_buf_release(&c.out);
   zkw_buf_pool_drain();

@@ -123,8 +123,9 @@ static struct zkw_config relay_cfg;
 
 /* Starts the internal relay: libzookeeper_mt (registry, fencing) has no TLS,
  * so its sessions connect here in plaintext, on loopback, and leave over the
- * one TLS stack. A plain relay (ZKWARDEN_MODE=relay semantics): the fences'
- * re-attaches and closeSessions pass untouched. */
+ * one TLS stack. A plain relay (ZKWARDEN_MODE=relay semantics, no hooks): the
+ * fences' re-attaches and closeSessions pass untouched, and the registry's
+ * reads of tagged locks see the tags (the lock report needs them). */
 static int relay_start(struct zkw_server *srv) {
   struct zkw_server *r = &relay_srv;
   relay_cfg = *srv->cfg;
@@ -137,7 +138,7 @@ static int relay_start(struct zkw_server *srv) {
   r->loop = srv->loop;
   r->cfg = &relay_cfg;
   r->internal = true;
-  r->hooks = srv->hooks; /* with no policy context: no identity, tag or reclaim */
+  r->hooks = NULL; /* no policy: zkwarden's own sessions get the server's replies as sent (tags too) */
   int rc = listen_on(r, (const struct sockaddr *)&relay_cfg.listen, 128);
   struct sockaddr_storage bound;
   int len = sizeof bound;
@@ -165,6 +166,11 @@ void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   srv->hooks = hooks;
   srv->policy = policy;
   zkw_text_sockaddr((const struct sockaddr *)&cfg->listen, srv->listen_name, sizeof srv->listen_name);
+}
+
+int zkw_server_start_relay_only(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg) {
+  zkw_server_init(srv, loop, cfg, NULL, NULL);
+  return relay_start(srv);
 }
 
 int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,

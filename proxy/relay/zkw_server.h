@@ -17,10 +17,16 @@
 #include "zkw_relay.h"
 
 /* Binds the listener. hooks (may be NULL) and policy (its context, may be
- * NULL) are the policy of every session; the internal relay gets the same
- * hooks with a NULL context. Returns 0 or a negative libuv error (logged). */
+ * NULL) are the policy of every session; the internal relay gets none (its
+ * sessions are zkwarden's own). Returns 0 or a negative libuv error (logged). */
 int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
                      const struct zkw_hooks *hooks, void *policy) __attribute__((warn_unused_result));
+/* Only the internal relay, for a process of zkwarden's own sessions alone
+ * (`zkwarden locks` with TLS): srv gets no listener of its own; end it with
+ * zkw_server_finish. cfg must have upstream_tls; zkw_tls_start came first.
+ * Returns 0 or a negative libuv error (logged). */
+int zkw_server_start_relay_only(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg)
+    __attribute__((warn_unused_result));
 /* zkw_server_start's first step, without the listener (tests use it). */
 void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
                      const struct zkw_hooks *hooks, void *policy);

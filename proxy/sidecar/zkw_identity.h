@@ -102,6 +102,14 @@ struct zkw_identity {
   bool checking;          /* a check is in flight */
   unsigned check_gen;     /* write_gen when it was sent */
   bool corrupt_logged;    /* the corrupt record was reported (once, not at every retry) */
+  /* Registry ACLs (at start and at each check): a world ACL on the record
+   * or owner node is made creator-only when ZKWARDEN_REGISTRY_AUTH is set. */
+  bool acl_checking;     /* a pass is in flight */
+  int acl_step;          /* 0: the record node, 1: the owner node */
+  bool acl_readable;     /* this pass: a node anyone may read stays so */
+  bool acl_warned;       /* the exposed nodes were reported (once) */
+  bool acl_fix_failed;   /* a setACL failure was reported (once) */
+  char acl_exposed[960]; /* this pass: the nodes made creator-only */
 
   uv_timer_t claim_timer; /* conflict bound while claiming; retry when broken */
   uv_timer_t fence_timer; /* bound on holding ConnectRequests while fencing */

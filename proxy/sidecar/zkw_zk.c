@@ -337,6 +337,20 @@ static void strings_done(int rc, const struct String_vector *v, const void *data
   push(op->zk, op);
 }
 
+static void acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data) {
+  struct zk_op *op = (struct zk_op *)data;
+  op->r.rc = rc;
+  if (rc == ZOK) copy_stat(op, stat);
+  for (int i = 0; rc == ZOK && acl && i < acl->count; i++) {
+    const struct ACL *a = &acl->data[i];
+    if (a->id.scheme && a->id.id && strcmp(a->id.scheme, "world") == 0 && strcmp(a->id.id, "anyone") == 0) {
+      op->r.acl_world = true;
+      if (a->perms & ZOO_PERM_READ) op->r.acl_world_read = true;
+    }
+  }
+  push(op->zk, op);
+}
+
 /* Runs the call; on an immediate error frees the op and returns the error. */
 #define ZKW_ZK_CALL(zk, cb, arg, call)                                                                       \
   do {                                                                                                       \
@@ -379,6 +393,15 @@ int zkw_zk_set(struct zkw_zk *zk, const char *path, const char *data, int len, i
 
 int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb, void *arg) {
   ZKW_ZK_CALL(zk, cb, arg, zoo_adelete(zk->zh, path, version, void_done, op));
+}
+
+int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg) {
+  ZKW_ZK_CALL(zk, cb, arg, zoo_aget_acl(zk->zh, path, acl_done, op));
+}
+
+int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, zkw_zk_cb cb, void *arg) {
+  if (!zk->auth) return ZINVALIDACL; /* creator-only needs credentials */
+  ZKW_ZK_CALL(zk, cb, arg, zoo_aset_acl(zk->zh, path, aversion, &ZOO_CREATOR_ALL_ACL, void_done, op));
 }
 
 int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg) {

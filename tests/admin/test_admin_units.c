@@ -1,17 +1,22 @@
 /* test_admin_units.c: unit tests of the operability modules: histogram
  * buckets, the Prometheus rendering, JSON and HTML strings, the reclaim
- * history ring, secrets in configuration errors, and the staleness rule's
- * verdicts that `zkwarden locks`, /v1/locks and reclaim share. */
+ * history ring, secrets in configuration errors, the staleness rule's
+ * verdicts that `zkwarden locks`, /v1/locks and reclaim share, and which
+ * admin paths answer a peer that is not on loopback (ZKWARDEN_ADMIN_REMOTE). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
 
 #include "../unit/zkw_test.h"
+#include "zkw_admin.h"
 #include "zkw_config.h"
 #include "zkw_history.h"
 #include "zkw_lockrule.h"
 #include "zkw_metrics.h"
+#include "zkw_server.h"
 #include "zkw_text.h"
 
 static const char *buf_str(struct zkw_buf *b) {
@@ -230,6 +235,70 @@ static void test_config_admin_listen_and_log_file(void) {
   ASSERT_TRUE(strstr(err, "ZKWARDEN_LOG_FILE=\"/nonexistent-dir/x.log\" is not valid"));
 }
 
+static bool loopback4(const char *ip) {
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) abort();
+  return zkw_text_is_loopback((const struct sockaddr *)&a);
+}
+
+static bool loopback6(const char *ip) {
+  struct sockaddr_in6 a = {.sin6_family = AF_INET6};
+  if (inet_pton(AF_INET6, ip, &a.sin6_addr) != 1) abort();
+  return zkw_text_is_loopback((const struct sockaddr *)&a);
+}
+
+static void test_loopback_addresses(void) {
+  ASSERT_TRUE(loopback4("127.0.0.1") && loopback4("127.1.2.3"));
+  ASSERT_TRUE(!loopback4("10.0.0.1") && !loopback4("128.0.0.1") && !loopback4("0.0.0.0"));
+  ASSERT_TRUE(loopback6("::1") && loopback6("::ffff:127.0.0.1"));
+  ASSERT_TRUE(!loopback6("::ffff:10.1.2.3") && !loopback6("2001:db8::1") && !loopback6("::"));
+  ASSERT_TRUE(!loopback6("fe80::1"));
+}
+
+/* One request on a fresh connection from a peer (remote or not): its status. */
+static int admin_status(const char *path, bool remote) {
+  struct zkw_admin_http h;
+  zkw_admin_http_init(&h);
+  h.remote = remote;
+  char req[256];
+  snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+  int status = -1;
+  if (zkw_admin_http_feed(&h, req, strlen(req)) == 0 && h.out.len > 12)
+    status = atoi((const char *)h.out.data + 9);
+  zkw_admin_http_release(&h);
+  return status;
+}
+
+/* ZKWARDEN_ADMIN_REMOTE=probes (the default): a peer not on loopback gets
+ * only the probes and the metrics; loopback gets everything; =all opens it. */
+static void test_admin_remote_rule(void) {
+  static struct zkw_config cfg;
+  char err[512] = "";
+  env_n = 0;
+  env_names[env_n] = "ZKWARDEN_UPSTREAM", env_values[env_n++] = "127.0.0.1:2181";
+  env_names[env_n] = "ZKWARDEN_MODE", env_values[env_n++] = "relay";
+  ASSERT_EQ(zkw_config_load(&cfg, fake_getenv, err, sizeof err), 0);
+  ASSERT_TRUE(!cfg.admin_remote_all);
+  static struct zkw_server srv;
+  zkw_server_init(&srv, NULL, &cfg, NULL, NULL);
+  zkw_admin_http_setup(&srv);
+  const char *private_paths[] = {"/", "/v1/sessions", "/v1/reclaims", "/v1/locks", "/v1/locks?x=1"};
+  for (size_t i = 0; i < sizeof private_paths / sizeof *private_paths; i++) {
+    ASSERT_EQ(admin_status(private_paths[i], true), 403);
+    ASSERT_TRUE(admin_status(private_paths[i], false) != 403);
+  }
+  ASSERT_EQ(admin_status("/healthz", true), 200);
+  ASSERT_EQ(admin_status("/nope", true), 404);
+  env_names[env_n] = "ZKWARDEN_ADMIN_REMOTE", env_values[env_n++] = "all";
+  ASSERT_EQ(zkw_config_load(&cfg, fake_getenv, err, sizeof err), 0);
+  ASSERT_TRUE(cfg.admin_remote_all);
+  ASSERT_EQ(admin_status("/v1/sessions", true), 200);
+  ASSERT_EQ(admin_status("/v1/reclaims", true), 200);
+  env_values[env_n - 1] = "everything";
+  ASSERT_EQ(zkw_config_load(&cfg, fake_getenv, err, sizeof err), -1);
+  ASSERT_TRUE(strstr(err, "ZKWARDEN_ADMIN_REMOTE=\"everything\" is not valid: expected probes or all"));
+}
+
 int main(void) {
   RUN(test_histogram_bounds_are_inclusive);
   RUN(test_render_histogram_and_counters);
@@ -240,5 +309,7 @@ int main(void) {
   RUN(test_would_actions_and_the_audit_file);
   RUN(test_config_error_hides_a_secret);
   RUN(test_config_admin_listen_and_log_file);
+  RUN(test_loopback_addresses);
+  RUN(test_admin_remote_rule);
   return zkw_test_summary("admin units");
 }

@@ -141,6 +141,7 @@ def test_dockerfile_builds_with_the_install_script_and_runs_minimal(zkw_bin):
                 k, _, v = kv.partition("=")
                 env[k] = v
     assert env.get("ZKWARDEN_ADMIN_LISTEN") == "0.0.0.0:9181"
+    assert env.get("ZKWARDEN_ADMIN_REMOTE") == "probes"  # issue 20
     env["ZKWARDEN_UPSTREAM"] = "zookeeper:2181"
     env["ZKWARDEN_IDENTITY"] = "flink-jobmanager-0"
     r = check_config(zkw_bin, env)
@@ -282,6 +283,8 @@ def check_sidecar(pod, zkw, env):
     assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
     assert env["ZKWARDEN_LISTEN"].startswith("127.0.0.1:")
+    # Issue 20: on the pod network only what Prometheus and the kubelet need.
+    assert env["ZKWARDEN_ADMIN_REMOTE"] == "probes"
 
 
 def check_registry_secret(spec, zkw, env):
@@ -456,6 +459,7 @@ def test_operator_relay(zkw_bin):
     assert env["ZKWARDEN_LISTEN"] == "127.0.0.1:" + flink["high-availability.zookeeper.quorum"].rpartition(":")[2]
     ports = {p["name"]: p["containerPort"] for p in zkw["ports"]}
     assert env["ZKWARDEN_ADMIN_LISTEN"] == "0.0.0.0:%d" % ports["zkwarden-admin"]
+    assert env["ZKWARDEN_ADMIN_REMOTE"] == "probes"  # issue 20
     assert zkw["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert zkw["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert zkw["securityContext"]["runAsNonRoot"] is True and zkw["securityContext"]["readOnlyRootFilesystem"]
@@ -500,6 +504,7 @@ def test_systemd_unit(zkw_bin, tmp_path):
     assert dict(dropin["Unit"]) == {"Requires": "zkwarden.service", "After": "zkwarden.service"}
 
     env = read_env_file(os.path.join(DEPLOY, "systemd", "zkwarden.env"))
+    assert env["ZKWARDEN_ADMIN_REMOTE"] == "probes"  # issue 20
     r = check_config(zkw_bin, env)
     assert r.returncode == 0, r.stderr
 

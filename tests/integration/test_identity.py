@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.exceptions import NoAuthError, NodeExistsError, NotEmptyError
+from kazoo.security import make_acl
 
 from zkharness import HOST, wait_until
 
@@ -527,3 +528,85 @@ def test_registry_acl_and_no_password_anywhere(private_zk, zkwarden_factory, kaz
     env = dict(os.environ, ZKWARDEN_UPSTREAM=private_zk.hostport, ZKWARDEN_REGISTRY_AUTH="warden:s3cret-pw")
     out = subprocess.run([proxy.binary, "--check-config"], env=env, capture_output=True, text=True)
     assert "ZKWARDEN_REGISTRY_AUTH=<set>" in out.stdout and "s3cret" not in out.stdout + out.stderr
+
+
+@pytest.mark.zkwarden
+def test_registry_auth_set_later_restricts_the_record(private_zk, zkwarden_factory, kazoo_factory):
+    """Issue 20: a sidecar first ran without ZKWARDEN_REGISTRY_AUTH (the
+    record, with the JobManager's session password, is world-readable), then
+    the same identity restarts with it: the identity's nodes are made
+    creator-only, one warning names them and the exposed session, and a
+    client without credentials reads nothing under the identity's node."""
+    node = "/zkwarden/identities/jm-acl"
+    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-acl", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    bare = zkwarden_factory.start(private_zk, extra_env=env)
+    wait_until(lambda: "admin endpoint on" in bare.stderr(), 10, what="the admin endpoint")
+    jm = kazoo_factory(bare.hostport)
+    new_latch(jm)  # incarnation 1: its session and password are recorded
+    session = jm.client_id[0]
+    anonymous = kazoo_factory(private_zk.hostport)
+    record = anonymous.get(node)[0].decode()  # the failure: anyone reads the password
+    assert "session=0x%x" % session in record and "passwd=" in record
+    assert "ZKWARDEN_REGISTRY_AUTH is not set" in bare.stderr()
+    wait_until(lambda: bare.metric("zkwarden_registry_world_readable") == 1, 10, what="the gauge at 1")
+    assert not bare.stop()
+    zkwarden_factory.procs.remove(bare)
+
+    secured = zkwarden_factory.start(private_zk, extra_env=dict(env, ZKWARDEN_REGISTRY_AUTH="warden:s3cret-pw"))
+    wait_until(lambda: "admin endpoint on" in secured.stderr(), 10, what="the admin endpoint")
+
+    def unreadable(path, read):
+        try:
+            read(path)
+        except NoAuthError:
+            return True
+        return False
+    wait_until(lambda: unreadable(node, anonymous.get), 15, what="the record made creator-only")
+    wait_until(lambda: "had a world ACL" in secured.stderr(), 10, what="the warning")
+    wait_until(lambda: unreadable(node + "/owner", anonymous.get), 15, what="the owner node creator-only")
+    assert unreadable(node, anonymous.get_children)
+    wait_until(lambda: secured.metric("zkwarden_registry_world_readable") == 0 and
+               secured.metric("zkwarden_ready") == 1, 10, what="the gauge at 0")
+    warnings = [l for l in secured.stderr().splitlines() if "had a world ACL" in l]
+    assert len(warnings) == 1, warnings
+    assert " warn " in warnings[0] and node in warnings[0], warnings
+    assert "session 0x%x (incarnation 1)" % session in warnings[0], warnings
+    assert "s3cret" not in secured.stderr()
+    admin = kazoo_factory(private_zk.hostport, auth_data=[("digest", "warden:s3cret-pw")])
+    assert [a.id.scheme for a in admin.get_acls(node)[0]] == ["digest"]
+    assert "session=0x%x" % session in admin.get(node)[0].decode()  # the owner still reads it
+    # Checks go on every 2 s: a world ACL put back is taken away again.
+    admin.set_acls(node, [make_acl("world", "anyone", all=True)])
+    wait_until(lambda: unreadable(node, anonymous.get), 15, what="the record restricted again")
+    wait_until(lambda: len([l for l in secured.stderr().splitlines() if "had a world ACL" in l]) == 2, 10,
+               what="the second line (at info)")
+
+
+@pytest.mark.zkwarden
+def test_registry_world_acl_that_cannot_be_restricted_is_reported(private_zk, zkwarden_factory, kazoo_factory):
+    """Issue 20: a record whose world ACL lacks ADMIN (setACL gets NOAUTH)
+    cannot be made creator-only: one error names it, the gauge stays 1, the
+    error is counted, and the registry is still used (it is readable and
+    writable)."""
+    node = "/zkwarden/identities/jm-ro"
+    direct = kazoo_factory(private_zk.hostport)
+    direct.ensure_path("/zkwarden/identities")
+    direct.create(node, b"", acl=[make_acl("world", "anyone", read=True, write=True, create=True, delete=True)])
+    proxy = zkwarden_factory.start(private_zk, extra_env={
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-ro", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+        "ZKWARDEN_REGISTRY_AUTH": "warden:s3cret-pw"})
+    wait_until(lambda: "admin endpoint on" in proxy.stderr(), 10, what="the admin endpoint")
+    wait_until(lambda: "cannot be made creator-only" in proxy.stderr(), 15, what="the error")
+    new_latch(kazoo_factory(proxy.hostport))  # the registry is still used: incarnation 1 is recorded
+    wait_until(lambda: proxy.metric("zkwarden_identity_incarnation") == 1, 10, what="incarnation 1")
+    wait_until(lambda: proxy.metric("zkwarden_registry_world_readable") == 1, 10, what="the gauge at 1")
+    errors = proxy.metric("zkwarden_registry_errors_total")
+    assert errors >= 1
+    # Checks every 2 s count each failure, but the error line is written once.
+    wait_until(lambda: proxy.metric("zkwarden_registry_errors_total") > errors, 10, what="a later check")
+    lines = [l for l in proxy.stderr().splitlines() if "cannot be made creator-only" in l]
+    assert len(lines) == 1 and " error " in lines[0] and node in lines[0], lines
+    assert "not authenticated" in lines[0].lower(), lines  # zerror(ZNOAUTH)
+    assert "session=0x" in direct.get(node)[0].decode()  # still readable by anyone: what the gauge says
+    assert proxy.admin_get("/readyz")[0] == 200
+    assert "s3cret" not in proxy.stderr()

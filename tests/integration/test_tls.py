@@ -11,11 +11,13 @@ through its internal relay over TLS. Certificates rotate under load without a
 session lost. Certificates are made per run by the openssl CLI (TlsCerts).
 """
 
+import json
 import os
 import signal
 import subprocess
 import threading
 import time
+import uuid
 from calendar import timegm
 
 import pytest
@@ -23,7 +25,8 @@ from kazoo.client import KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 
 from test_identity import Jm, hard_kill, time_to_leadership
-from zkharness import TlsCerts, ZkServer, default_zkwarden_bin, four_letter, four_letter_tls, wait_until
+from zkharness import (TlsCerts, ZkServer, default_zkwarden_bin, four_letter, four_letter_tls, run_bounded,
+                       wait_until)
 
 pytestmark = pytest.mark.zkwarden
 
@@ -244,6 +247,93 @@ def test_sidecar_registry_and_fence_through_tls(certs, tls_zk, zkwarden_factory,
     # The internal relay's sessions (registry, fence) are not JobManager sessions.
     assert second.metric("zkwarden_identity_conflicts_total") == 0
     assert second.metric("zkwarden_connections_accepted_total") == 1
+
+
+# ------------------------------------------------------------ the lock report under TLS
+
+def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
+    """Lock data as a zkwarden of that identity and incarnation tags it."""
+    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
+        identity.encode(), incarnation, session, original)
+
+
+def test_lock_report_under_tls(certs, tls_zk, zkwarden_factory, kazoo_factory, tmp_path):
+    """Issue 20: the registry session reads the locks through the internal
+    relay. Its getData replies must reach it as the server sent them (tag
+    and all): /v1/locks, the status page and `zkwarden locks` then name the
+    holder's identity and incarnation of every lock of a Flink-like
+    JobManager and report a superseded incarnation's lock stale. Before,
+    the relay untagged them ("not tagged by zkwarden", 0 stale), and
+    `zkwarden locks` spoke plaintext to the TLS port and failed."""
+    srv = tls_zk(certs, client_auth="need")
+    env = tls_env(certs, client=True, ZKWARDEN_MODE="sidecar", ZKWARDEN_SWEEP_INTERVAL_S="0")
+    observer = direct_tls(kazoo_factory, srv, certs)
+    # jm-1 had an incarnation (1) through its sidecar, gone now; a live
+    # session of its superseded incarnation 0 still holds a checkpoint lock.
+    gone = zkwarden_factory.start(srv, extra_env=dict(env, ZKWARDEN_IDENTITY="jm-1"))
+    first = kazoo_factory(gone.hostport)
+    first.create("/flink/c1/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+                 makepath=True)
+    first.stop()
+    assert not gone.stop()
+    zkwarden_factory.procs.remove(gone)
+    stale = "/flink/c1/checkpoints/%s/%019d/locks/%s" % ("a" * 32, 7, uuid.uuid4())
+    observer.create(stale, forged_tag("jm-1", 0), ephemeral=True, makepath=True)
+    # jm-0: a Flink-like JobManager (latch, job graph and checkpoint locks).
+    proxy = zkwarden_factory.start(srv, extra_env=dict(env, ZKWARDEN_IDENTITY="jm-0"))
+    locks = ["/flink/c1/jobgraphs/%s/locks/%s" % ("a" * 32, uuid.uuid4()),
+             "/flink/c1/checkpoints/%s/%019d/locks/%s" % ("a" * 32, 8, uuid.uuid4())]
+    jm = Jm(proxy.hostport, 15000, "/flink/c1/leader/latch", *locks)
+    try:
+        wait_until(lambda: "admin endpoint on" in proxy.stderr(), 10, what="the admin endpoint")
+        # The locks are tagged on the server (what a direct TLS client reads).
+        for p in locks:
+            assert observer.get(p)[0].startswith(b"zkwarden-lock 1 identity=jm-0 incarnation=1 ")
+
+        def check(doc, what):
+            by = {e["path"]: e for e in doc["locks"]}
+            assert set(by) == set(locks) | {stale}, (what, doc)
+            for p in locks:
+                e = by[p]
+                assert (e["tagged"], e["identity"], e["incarnation"], e["stale"], e["why"]) == (
+                    True, "jm-0", 1, False, "held by its identity's current incarnation"), (what, e)
+                assert e["session"] == "0x%x" % jm.session, (what, e)
+            e = by[stale]
+            assert (e["tagged"], e["identity"], e["incarnation"], e["stale"]) == (True, "jm-1", 0, True), (what, e)
+            assert doc["summary"]["stale"] == 1 and doc["summary"]["untagged"] == 0, (what, doc["summary"])
+
+        status, body = proxy.admin_get("/v1/locks", timeout=30)
+        assert status == 200, body
+        check(json.loads(body), "/v1/locks")
+        status, page = proxy.admin_get("/", timeout=30)
+        assert status == 200
+        assert "3 lock(s): 1 stale, 0 untagged" in page, page
+        assert "<tr><td>jm-0</td><td>1</td><td>2</td>" in page, page
+        assert "<tr><td>jm-1</td><td>1</td><td>1</td><td class=\"bad\">1</td>" in page, page
+
+        # `zkwarden locks` with the proxy's TLS settings: the same report.
+        cli_env = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
+        cli_env.update(env)
+        cli_env.update({"ZKWARDEN_UPSTREAM": srv.hostport, "ZKWARDEN_IDENTITY": "ops-cli"})
+        rc, out, err = run_bounded([default_zkwarden_bin(), "locks", "--json"], 60, env=cli_env)
+        assert rc == 0, err
+        assert "AddressSanitizer" not in err and "runtime error" not in err, err
+        check(json.loads(out), "zkwarden locks")
+        rc, out, err = run_bounded([default_zkwarden_bin(), "locks"], 60, env=cli_env)
+        assert rc == 0 and "3 lock(s): 1 stale, 0 untagged" in out, (out, err)
+        # Never plaintext: the server name must match, the CA must be trusted.
+        rc, out, err = run_bounded([default_zkwarden_bin(), "locks", "--json"], 60,
+                                   env=dict(cli_env, ZKWARDEN_TLS_SERVER_NAME="other.test"))
+        assert rc != 0 and out == "", (out, err)
+        assert "hostname mismatch" in err, err
+        # And nothing in plaintext reaches the TLS port's clients: without a
+        # client certificate (clientAuth need) the server refuses it.
+        bare = {k: v for k, v in cli_env.items() if k not in ("ZKWARDEN_TLS_CERT_FILE", "ZKWARDEN_TLS_KEY_FILE")}
+        rc, out, err = run_bounded([default_zkwarden_bin(), "locks", "--json"], 60, env=bare)
+        assert rc != 0 and out == "", (out, err)
+    finally:
+        jm.kill()
+    assert observer.exists(stale) is not None  # reading is all the report does
 
 
 # ------------------------------------------------------------ rotation
