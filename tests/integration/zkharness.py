@@ -510,9 +510,13 @@ class Zkwarden:
             if self.proc.poll() is not None:
                 raise RuntimeError("zkwarden exited with %s during start; stderr:\n%s"
                                    % (self.proc.returncode, self.stderr()))
-            if "listening on" in self.stderr() or "listening on" in tail(self.stdout_path):
-                return True
-            return port_accepts(self.port)
+            # The client port, then the admin port: zkwarden opens the admin
+            # endpoint after the registry starts, so a test's first admin
+            # request could otherwise be refused.
+            if not ("listening on" in self.stderr() or "listening on" in tail(self.stdout_path)
+                    or port_accepts(self.port)):
+                return False
+            return "admin endpoint on" in self.stderr() or port_accepts(self.admin_port)
 
         wait_until(ready, timeout, interval=0.02, what="zkwarden to listen on %d" % self.port)
         return self
