@@ -297,6 +297,12 @@ int zkw_locks_cli(int argc, char **argv) {
     return 2;
   }
   c.cfg = &cfg;
+  if (cfg.observe && c.reclaim && !c.dry_run) {
+    /* A pod adopting zkwarden in observe mode deletes nothing, by hand either. */
+    fprintf(stderr, "zkwarden locks: ZKWARDEN_MODE=observe: --reclaim deletes nothing here (as --dry-run); "
+                    "with ZKWARDEN_MODE=sidecar it deletes\n");
+    c.dry_run = true;
+  }
   zkw_log_setup(cfg.log_level < ZKW_LOG_WARN ? cfg.log_level : ZKW_LOG_WARN, cfg.log_format);
   char hosts[4096];
   zkw_config_upstream_list(&cfg, hosts, sizeof hosts);

@@ -167,6 +167,12 @@ def test_reclaim_deletes_only_stale_locks_and_dry_run_nothing(tree, private_zk, 
     with pytest.raises(NotEmptyError):
         direct.delete(tree.checkpoint + "/locks")
 
+    # In a pod still in observe mode, --reclaim deletes nothing (it says so).
+    rc, out, err = run_locks(zkw_bin, private_zk, "--reclaim", env={"ZKWARDEN_MODE": "observe"})
+    assert rc == 0 and "ZKWARDEN_MODE=observe: --reclaim deletes nothing" in err, err
+    assert "would delete %s" % tree.stale in out
+    assert direct.exists(tree.stale) is not None
+
     rc, out, err = run_locks(zkw_bin, private_zk, "--reclaim", "--dry-run")
     assert rc == 0, err
     assert "would delete %s (identity jm-1, incarnation 0" % tree.stale in out
