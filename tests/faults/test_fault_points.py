@@ -162,7 +162,7 @@ def gauge(proxy, name):
     return proxy.metric(name)
 
 
-def one_run_with(tmp_path, binary, zk, kind, n, certs=None):
+def one_run_with(tmp_path, binary, zk, kind, n, certs=None, code=""):
     """Runs the life with the nth call of kind failing (n=0: none). Returns
     (injected, calls of kind, {point: number of its first call})."""
     identity = "faults-%d-%d" % (os.getpid(), next(IDENTITY_SEQ))
@@ -170,7 +170,7 @@ def one_run_with(tmp_path, binary, zk, kind, n, certs=None):
            "ZKWARDEN_FENCE_TIMEOUT_MS": "2000", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
            "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0"}
     if n:
-        env["ZKW_TEST_FAULT"] = "%s:%d" % (kind, n)
+        env["ZKW_TEST_FAULT"] = "%s:%d%s" % (kind, n, code)
     tls = {}
     if certs:
         env.update({"ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": str(certs.ca)})
@@ -227,9 +227,14 @@ def tls_server(tmp_path_factory):
     srv.stop()
 
 
-@pytest.mark.parametrize("kind", ["alloc", "write", "zk", "reply", "tls"])
+# zk-noauth: the registry's and the fences' calls fail with NOAUTH (-102)
+# instead of a connection loss.
+@pytest.mark.parametrize("kind", ["alloc", "write", "zk", "zk-noauth", "reply", "tls"])
 def test_every_failure_point(kind, tmp_path, request):
     binary = fault_binary()
+    code = ""
+    if kind == "zk-noauth":
+        kind, code = "zk", ":-102"
     certs = None
     if kind == "tls":
         certs, zk_server = request.getfixturevalue("tls_server")
@@ -237,7 +242,7 @@ def test_every_failure_point(kind, tmp_path, request):
         zk_server = request.getfixturevalue("zk_server")
 
     def one_run(*a):
-        return one_run_with(*a, certs=certs)
+        return one_run_with(*a, certs=certs, code=code)
     _, calls, points = one_run(tmp_path, binary, zk_server, kind, 0)
     assert calls > 0 and points, "the life made no %s call: the seam is not wired" % kind
     injected = 0
