@@ -230,22 +230,42 @@ def test_http_1_0_closes_after_the_answer(proxy, admin):
     assert out.startswith(b"HTTP/1.1 200 OK") and out.endswith(b"ok\n") and closed
 
 
+def closed_by_peer(sock):
+    """True when the peer has closed sock (EOF or reset), without waiting."""
+    import socket as _s
+    try:
+        return sock.recv(1, _s.MSG_PEEK | _s.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def test_connection_limit(proxy, admin):
     adm = admin(proxy)
-    held = [adm.connect() for _ in range(256)]
-    try:
-        # Every held connection is accepted and served...
-        held[0].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
-        assert read_responses(held[0], 1)[0].status == 200
-        # ...and one more is refused with 503, without touching the others.
-        out, closed = adm.raw(b"GET /healthz HTTP/1.1\r\n\r\n")
-        assert out.startswith(b"HTTP/1.1 503 "), out
-        assert b"too many admin connections" in out and closed
-        held[-1].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
-        assert read_responses(held[-1], 1)[0].status == 200
-    finally:
-        for s in held:
-            s.close()
+    for attempt in range(3):
+        held = [adm.connect() for _ in range(256)]
+        try:
+            # Every held connection is accepted and served...
+            held[0].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+            assert read_responses(held[0], 1)[0].status == 200
+            # ...and one more is refused with 503, without touching the others.
+            out, closed = adm.raw(b"GET /healthz HTTP/1.1\r\n\r\n")
+            if not out.startswith(b"HTTP/1.1 503 ") and any(closed_by_peer(s) for s in held[1:]):
+                # A held connection had already gone (the idle timeout on a
+                # machine slowed down past it): the arrangement, not the limit.
+                print("attempt %d: a held connection closed before the 257th came; again" % attempt)
+                continue
+            assert out.startswith(b"HTTP/1.1 503 "), out
+            assert b"too many admin connections" in out and closed
+            held[-1].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+            assert read_responses(held[-1], 1)[0].status == 200
+            break
+        finally:
+            for s in held:
+                s.close()
+    else:
+        pytest.fail("three times a held connection closed before the limit could be tried")
     # The held connections close asynchronously: a scrape that comes too
     # early is refused (and counted) too.
     refused = [0]
