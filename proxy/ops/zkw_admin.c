@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zkw_fault.h"
 #include "zkw_health.h"
 #include "zkw_history.h"
 #include "zkw_locks.h"
@@ -796,15 +797,37 @@ static void refused_closed_cb(uv_handle_t *hd) {
   free(hd);
 }
 
+/* Out of memory, a pending connection is still taken (libuv stops polling a
+ * listener whose callback does not accept) into a handle kept for that,
+ * and closed; while that handle closes, the next one waits for it. */
+static uv_tcp_t spare;
+static bool spare_busy, spare_wanted;
+static void drop_with_spare(uv_stream_t *listener);
+
+static void spare_closed_cb(uv_handle_t *hd) {
+  (void)hd;
+  spare_busy = false;
+  if (spare_wanted && !endpoint.stopping) drop_with_spare((uv_stream_t *)&endpoint.listener);
+}
+
+static void drop_with_spare(uv_stream_t *listener) {
+  spare_wanted = spare_busy;
+  if (spare_busy || uv_tcp_init(endpoint.srv->loop, &spare) != 0) return;
+  spare_busy = true;
+  ZKW_METRIC_INC(admin_rejected);
+  (void)uv_accept(listener, (uv_stream_t *)&spare);
+  uv_close((uv_handle_t *)&spare, spare_closed_cb);
+}
+
 /* Over the limit: a 503 if the socket takes it at once, then close. */
 static void refuse_connection(uv_stream_t *listener) {
   static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
                              "Content-Length: 27\r\nConnection: close\r\n\r\ntoo many admin connections\n";
-  uv_tcp_t *t = malloc(sizeof *t);
-  if (!t) return;
+  uv_tcp_t *t = zkw_malloc(sizeof *t);
+  if (!t) return drop_with_spare(listener);
   if (uv_tcp_init(endpoint.srv->loop, t) != 0) {
     free(t);
-    return;
+    return drop_with_spare(listener);
   }
   if (uv_accept(listener, (uv_stream_t *)t) == 0) {
     uv_buf_t b = uv_buf_init((char *)busy, sizeof busy - 1);
@@ -832,14 +855,14 @@ static void on_connection(uv_stream_t *listener, int status) {
     refuse_connection(listener);
     return;
   }
-  struct admin_conn *c = calloc(1, sizeof *c);
+  struct admin_conn *c = zkw_calloc(1, sizeof *c);
   if (!c) {
     zkw_log_error("admin: out of memory accepting a connection");
-    return;
+    return drop_with_spare(listener);
   }
   if (uv_tcp_init(endpoint.srv->loop, &c->tcp) != 0) {
     free(c);
-    return;
+    return drop_with_spare(listener);
   }
   c->tcp.data = c;
   uv_timer_init(endpoint.srv->loop, &c->timer);
