@@ -323,13 +323,12 @@ def test_sweep_of_a_leftover_lock(secured, zkwarden_factory, kazoo_factory):
 # ------------------------------------------------------------ no silent failure
 
 @pytest.mark.zkwarden
+@pytest.mark.parametrize("secured", [m for m in MODES if m != "open"], indirect=True)  # open: all readable
 def test_lock_the_jobmanager_cannot_read_is_a_visible_failure(secured, zkwarden_factory, kazoo_factory):
     """A stale-looking lock created by another principal with a creator ACL:
     the JobManager itself may not read it, so zkwarden cannot tell or delete
     it. The JobManager gets its NOTEMPTY, and the failure is logged at warn,
     counted by reason and shown in /v1/reclaims."""
-    if secured.mode == "open":
-        pytest.skip("open ACLs: every lock is readable")
     proxy, identity = sidecar(secured, zkwarden_factory)
     state, locks = checkpoint(secured.mode, "1.15")
     jm = secured.client(kazoo_factory, proxy.hostport)
@@ -366,11 +365,10 @@ def run_jm(java_classes, hostport, lock, jaas_text, workdir, *props):
 
 
 @pytest.mark.zkwarden
+@pytest.mark.parametrize("secured", ["sasl"], indirect=True)  # a SASL DIGEST-MD5 server
 def test_curator_sasl_digest_through_the_sidecar(secured, zkwarden_factory, java_classes, tmp_path):
     """A Curator JobManager with a JAAS Client section (DIGEST-MD5): its SASL
     exchange is relayed untouched and its locks carry its own identity."""
-    if secured.mode != "sasl":
-        pytest.skip("SASL DIGEST-MD5 server only")
     proxy, _ = sidecar(secured, zkwarden_factory)
     client = digest_client_jaas(JM_USER, JM_PASSWORD)
     lock = "/flink/sec-curator/%s" % new_uuid()
@@ -701,6 +699,7 @@ def flink_jvm_props(sec, workdir):
 
 
 @pytest.mark.parametrize("kind", ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)])
+@pytest.mark.parametrize("secured", [m for m in MODES if m != "digest"], indirect=True)  # Flink: SASL only
 def test_flinklike_jobmanager_restarts_leak_nothing(kind, secured, zkwarden_factory, kazoo_factory,
                                                     flinklike_classpath, tmp_path):
     """The drills' restart scenario with the Flink-like JobManager (Curator,
@@ -710,8 +709,6 @@ def test_flinklike_jobmanager_restarts_leak_nothing(kind, secured, zkwarden_fact
     once the dead one's session (8 s) has expired; through the sidecar it
     leads at once (its predecessor is fenced: its latch and locks go), and
     after it has added 11 checkpoints nothing is leaked and no lock is stale."""
-    if secured.mode == "digest":
-        pytest.skip("Flink authenticates with SASL only (it has no digest addAuth)")
     if kind == "zkwarden":
         proxy, _ = sidecar(secured, zkwarden_factory)
         connect = proxy.hostport
