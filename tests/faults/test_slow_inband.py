@@ -123,7 +123,10 @@ class SlowInbandServer:
                 pass
 
 
-def test_slow_reclaim_steps_keep_the_jobmanager_connected(zk_server, zkwarden_factory, java_classes, tmp_path):
+def test_slow_reclaim_steps_keep_the_jobmanager_connected(private_zk, zkwarden_factory, java_classes, tmp_path):
+    # A server of its own: the incarnation's sweep walks every node under
+    # /flink, each read slow too.
+    zk_server = private_zk
     slow = SlowInbandServer(zk_server.port, DELAY_S)
     identity = "slow-inband-%s" % uuid.uuid4().hex[:6]
     proxy = zkwarden_factory.start(f"{HOST}:{slow.port}", extra_env={
