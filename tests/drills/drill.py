@@ -336,7 +336,9 @@ class Run:
         return errors, reordered, unhandled, bypassed
 
     def actions(self):
-        """{(kind, done): count} from every sidecar's audit file of this run."""
+        """{(kind, "done" | "would" | "failed"): count} from every sidecar's
+        audit file of this run (a step that failed is neither done nor would:
+        a server restarted under a sweep fails its reads in sidecar mode too)."""
         out = {}
         for sc in list(self.sidecars.values()) + self.retired_sidecars:
             path = sc.dir / ("audit-%s.jsonl" % sc.identity)
@@ -344,7 +346,7 @@ class Run:
                 continue
             for line in path.read_text().splitlines():
                 a = json.loads(line)
-                k = (a["kind"], a["done"])
+                k = (a["kind"], "done" if a["done"] else "would" if a.get("would") else "failed")
                 out[k] = out.get(k, 0) + 1
         return out
 
@@ -660,8 +662,9 @@ class Drill:
             problems = r.sidecar_problems()
             r.result = summarize(r, errors, reordered, unhandled, bypassed, problems)
             acts = r.actions()
-            r.result["done_actions"] = {k: n for (k, d), n in sorted(acts.items()) if d}
-            r.result["would_actions"] = {k: n for (k, d), n in sorted(acts.items()) if not d}
+            r.result["done_actions"] = {k: n for (k, d), n in sorted(acts.items()) if d == "done"}
+            r.result["would_actions"] = {k: n for (k, d), n in sorted(acts.items()) if d == "would"}
+            r.result["failed_actions"] = {k: n for (k, d), n in sorted(acts.items()) if d == "failed"}
             r.elapsed = time.time() - r.t0
             log.info("--- %s done in %.0f s: %s", r.tag, r.elapsed, json.dumps(r.result))
         return r
