@@ -43,7 +43,7 @@ from zkharness import TlsCerts, Zkwarden, ZkServer, wait_until
 pytestmark = pytest.mark.zkwarden
 
 LONG = os.environ.get("ZKW_FAULTS_LONG", "") not in ("", "0")
-DENSE = 20
+DENSE = 8
 REPLY_BOUND = 8.0  # a request of the JobManager answered (or its connection closed) within this
 FRESH_LOCK_BOUND = 1.0
 IDENTITY_SEQ = iter(range(1, 1 << 30))
