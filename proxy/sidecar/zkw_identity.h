@@ -1,6 +1,6 @@
 /* zkw_identity.h: this sidecar's JobManager identity, its registry record,
- * incarnations, fencing and orphaned sessions (README: Identities, tags and
- * reclaim; The registry).
+ * incarnations, fencing and orphaned sessions (docs/how-it-works.md: Identities, tags
+ * and reclaim; The registry).
  *
  * The registry lives in ZooKeeper under ZKWARDEN_REGISTRY_ROOT:
  *   <root>/identities/<identity>        the record (zkw_record.h), persistent

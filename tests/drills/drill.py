@@ -446,7 +446,7 @@ def scenario_restart(r, cycles, pod=None):
 
 def latch_injection(r):
     """Scenarios 3 and 4 delete the old session's latch nodes in the baseline
-    only: without a sidecar that is the state that leaks (README). Through
+    only: without a sidecar that is the state that leaks (README.md, "Why"). Through
     zkwarden the old session keeps its latch nodes: the new incarnation can lead
     at once only if zkwarden fences it, hung (scenario 3) or dead (4)."""
     return r.mode in ("direct", "observe") and not r.d.args.no_latch_injection
