@@ -6,7 +6,9 @@ A link [text](target) or an image ![alt](target) whose target is not a URL
 relative to the page; a #anchor, alone or after a .md file, must be a heading
 of that page, spelled as GitHub spells it (lower case, punctuation dropped,
 spaces as hyphens, -1, -2, ... for repeated headings). Links inside code
-blocks and code spans are not links. Exit 1 and one line per broken link.
+blocks and code spans are not links. A link is read within one line: one
+whose text wraps onto the next line is not checked (keep links on one line).
+Exit 1 and one line per broken link.
 
 Usage: check_links.py [repo]   (default: the directory above this file)
 """
