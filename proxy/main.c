@@ -61,7 +61,7 @@ static void finish_sessions(void *id) {
 }
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: zkwarden [--check-config | --list-metrics | --help | --version]\n"
+  fprintf(out, "usage: zkwarden [--check-config | --list-config | --list-metrics | --help | --version]\n"
                "       zkwarden locks [--json] [--reclaim [--dry-run]]   (zkwarden locks --help)\n"
                "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
   zkw_config_help(out);
@@ -79,6 +79,9 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(argv[i], "--list-metrics") == 0) {
       zkw_metrics_list_markdown(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--list-config") == 0) {
+      zkw_config_list_markdown(stdout);
       return 0;
     } else if (strcmp(argv[i], "--check-config") == 0) {
       check_only = true;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""No cycle among the C modules of protocol/ and proxy/, and calls one way
-between the layers.
+"""No cycle among the C modules of protocol/ and proxy/, calls one way
+between the layers, and no file too long to hold in one's head.
 
 A module is X.c + X.h (either may be missing). A -> B when a file of A
 includes "B.h", or when A's object file calls a symbol that only B's object
@@ -9,6 +9,13 @@ sources). The check fails on any cycle (a strongly connected component of
 more than one module) and on any edge from a lower layer to a higher one.
 The layer is the folder:
   protocol/, proxy/base/  <  proxy/relay/  <  proxy/sidecar/  <  proxy/ops/  <  proxy/main.c
+The ops layer and main read a relay session (struct zkw_session) through
+the relay's getters (zkw_session_*() in zkw_relay.h) only: a field read
+through a variable declared `struct zkw_session *` in proxy/ops/ or
+proxy/main.c fails the check.
+No source or header of protocol/ or proxy/ may be longer than MAX_LINES
+lines: a file that grows past it holds more than one concern; split it
+along them (each new file's opening comment says what lives there).
 Usage: tests/check_layers.py <repo> <build-dir>   (after a build)"""
 import os
 import re
@@ -17,6 +24,7 @@ import sys
 from collections import defaultdict
 
 LAYERS = ["base", "relay", "sidecar", "ops", "main"]
+MAX_LINES = 800
 
 
 def layer_of_path(rel):
@@ -74,6 +82,31 @@ def main():
                     layer[m] = layer_of_path(rel)
                     if f.endswith(".c"):
                         sources.add(rel)
+    too_long = []
+    for paths in files.values():
+        for path in paths:
+            with open(path) as fh:
+                n = sum(1 for _ in fh)
+            if n > MAX_LINES:
+                too_long.append((os.path.relpath(path, repo), n))
+    for path, n in sorted(too_long):
+        print("too long: %s has %d lines (at most %d)" % (path, n, MAX_LINES))
+    field_reads = []
+    for paths in files.values():
+        for path in paths:
+            rel = os.path.relpath(path, repo)
+            if layer_of_path(rel) not in ("ops", "main"):
+                continue
+            with open(path) as fh:
+                text = fh.read()
+            names = set(re.findall(r"struct\s+zkw_session\s*\*\s*(?:const\s+)?(\w+)", text))
+            for number, line in enumerate(text.split("\n"), 1):
+                for name in names:
+                    mm = re.search(r"\b%s\s*->\s*(\w+)" % re.escape(name), line)
+                    if mm:
+                        field_reads.append((rel, number, name, mm.group(1)))
+    for rel, number, name, field in field_reads:
+        print("session field read: %s:%d: %s->%s (use the relay's getter)" % (rel, number, name, field))
     edges = defaultdict(set)
     for m, paths in files.items():
         for path in paths:
@@ -124,9 +157,10 @@ def main():
               if LAYERS.index(layer[b]) > LAYERS.index(layer[a])]
     for a, b in upward:
         print("upward: %s (%s) -> %s (%s)" % (a, layer[a], b, layer[b]))
-    print("modules %d, edges %d, cycles %d, upward edges %d" %
-          (len(files), sum(len(v) for v in edges.values()), len(cycles), len(upward)))
-    return 1 if cycles or upward else 0
+    print("modules %d, edges %d, cycles %d, upward edges %d, files over %d lines %d, session field reads in "
+          "ops %d" % (len(files), sum(len(v) for v in edges.values()), len(cycles), len(upward), MAX_LINES,
+                      len(too_long), len(field_reads)))
+    return 1 if cycles or upward or too_long or field_reads else 0
 
 
 if __name__ == "__main__":

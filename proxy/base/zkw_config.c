@@ -451,6 +451,30 @@ void zkw_config_help(FILE *out) {
 #undef ZKW_X_HELP
 }
 
+/* One markdown table cell: a `|` in the help text would end the cell. */
+static void markdown_cell(FILE *out, const char *text) {
+  for (const char *c = text; *c; c++) {
+    if (*c == '|') fputc('\\', out);
+    fputc(*c, out);
+  }
+}
+
+static void markdown_row(FILE *out, const char *env, const char *def, const char *help) {
+  fprintf(out, "| `%s` | ", env);
+  markdown_cell(out, help);
+  if (def && *def)
+    fprintf(out, " | `%s` |\n", def);
+  else
+    fprintf(out, " | %s |\n", help_default(def));
+}
+
+void zkw_config_list_markdown(FILE *out) {
+  fprintf(out, "| variable | meaning | default |\n|---|---|---|\n");
+#define ZKW_X_MD(field, env, def, parser, lo, hi, help) markdown_row(out, env, def, help);
+  ZKW_CONFIG_VARS(ZKW_X_MD)
+#undef ZKW_X_MD
+}
+
 void zkw_config_upstream_list(const struct zkw_config *cfg, char *out, size_t cap) {
   size_t n = 0;
   if (cap) out[0] = 0;

@@ -1,8 +1,8 @@
 /* zkw_config.h: configuration from the environment (12-factor).
  *
  * ZKW_CONFIG_VARS is the one list of variables: environment name, default,
- * parser and help text. Parsing, validation messages, --help and
- * --check-config are generated from it. */
+ * parser and help text. Parsing, validation messages, --help, --list-config
+ * (docs/configuration.md) and --check-config are generated from it. */
 #ifndef ZKW_CONFIG_H
 #define ZKW_CONFIG_H
 
@@ -42,8 +42,8 @@ struct zkw_hostport {
   X(handshake_timeout_ms, "ZKWARDEN_HANDSHAKE_TIMEOUT_MS", "10000", uint, 1, 600000,                         \
     "a client that sends no ConnectRequest (or four-letter word) within this many ms is closed")             \
   X(max_clients, "ZKWARDEN_MAX_CLIENTS", "256", uint, 1, 1000000,                                            \
-    "client connections served at once; a newcomer beyond it first displaces the oldest connection that "  \
-    "has sent no handshake, else it is accepted, closed and counted")                                       \
+    "client connections served at once; a newcomer beyond it first displaces the oldest connection that "    \
+    "has sent no handshake, else it is accepted, closed and counted")                                        \
   X(upstream_tls, "ZKWARDEN_UPSTREAM_TLS", "off", onoff, 0, 0,                                               \
     "on: every connection to the ensemble is verified TLS (never plaintext); off: plaintext")                \
   X(tls_ca_file, "ZKWARDEN_TLS_CA_FILE", "", pem_file, 0, 0,                                                 \
@@ -97,8 +97,8 @@ struct zkw_config {
   const char *tls_cert_file;
   const char *tls_key_file;
   char tls_server_name[256];
-  bool relay_only; /* ZKWARDEN_MODE=relay: no identity features at all */
-  bool observe;    /* ZKWARDEN_MODE=observe: no fence and no delete, each reported as a would-action */
+  bool relay_only;       /* ZKWARDEN_MODE=relay: no identity features at all */
+  bool observe;          /* ZKWARDEN_MODE=observe: no fence and no delete, each reported as a would-action */
   bool admin_remote_all; /* ZKWARDEN_ADMIN_REMOTE=all: every admin path answers non-loopback peers */
   char identity[ZKW_IDENTITY_MAX + 1];
   char registry_root[256];
@@ -129,5 +129,8 @@ void zkw_config_upstream_list(const struct zkw_config *cfg, char *out, size_t ca
  * which has to be resolved. */
 bool zkw_hostport_numeric(const struct zkw_hostport *hp, struct sockaddr_storage *out);
 void zkw_config_help(FILE *out);
+/* The configuration reference as a markdown table (`zkwarden --list-config`,
+ * docs/configuration.md is checked against it). */
+void zkw_config_list_markdown(FILE *out);
 
 #endif

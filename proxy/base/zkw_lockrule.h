@@ -1,7 +1,8 @@
 /* zkw_lockrule.h: which creates are Flink lock nodes, and the tag they get.
  *
- * The lock rule (README: Identities, tags and reclaim): an EPHEMERAL (flags exactly 1) create whose last
- * path component is a canonical UUID, under one of ZKWARDEN_LOCK_ROOTS. This
+ * The lock rule (docs/how-it-works.md: Identities, tags and reclaim): an
+ * EPHEMERAL (flags exactly 1) create whose last path component is a
+ * canonical UUID, under one of ZKWARDEN_LOCK_ROOTS. This
  * matches every Flink layout from 1.7 to 2.x (`<state>/<uuid>` and
  * `<state>/locks/<uuid>`) and none of Flink's leader or latch nodes (those
  * are `connection_info`, or EPHEMERAL_SEQUENTIAL with a `_c_` prefix).

@@ -3,7 +3,7 @@
  * ZKW_METRICS is the one list. From it come the fields of struct zkw_metrics,
  * the Prometheus text exposition (# HELP, # TYPE and the samples, see
  * zkw_metrics_render) and the Markdown table printed by
- * `zkwarden --list-metrics` (the README's table is checked against it).
+ * `zkwarden --list-metrics` (docs/metrics.md is checked against it).
  * Per-opcode families are generated from ZKW_OPCODES (protocol/zkw_ops.h).
  *
  * Counting is a plain add on the one event-loop thread, no locks, no atomics:

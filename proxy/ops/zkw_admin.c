@@ -7,7 +7,9 @@
  * side (admin_conn) reads into one static buffer (the loop handles one read
  * at a time), feeds the HTTP side, and after each response writes out
  * straight to the socket when it takes it, else hands it to uv_write.
- * Requests on a keep-alive connection are answered in order. */
+ * Requests on a keep-alive connection are answered in order. What the
+ * endpoints render (the session list, the status page, the computed
+ * gauges) is zkw_views.c. */
 #include "zkw_admin.h"
 
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include "zkw_sidecar.h"
 #include "zkw_text.h"
 #include "zkw_tls.h"
+#include "zkw_views.h"
 
 /* Bound on flushing a response before closing the connection. */
 #define ADMIN_FLUSH_MS 2000
@@ -245,209 +248,7 @@ static void respond_line(struct zkw_admin_http *h, int status, const char *extra
   respond(h, status, "text/plain; charset=utf-8", extra, last);
 }
 
-/* ---- the endpoints ---- */
-
-static const char *phase_name(enum zkw_phase p) {
-  switch (p) {
-  case ZKW_PHASE_HANDSHAKE:
-    return "handshake";
-  case ZKW_PHASE_CONNECTING:
-    return "connecting";
-  case ZKW_PHASE_ACTIVE:
-    return "active";
-  case ZKW_PHASE_RAW:
-    return "four_letter_word";
-  case ZKW_PHASE_CLOSING:
-    return "closing";
-  default:
-    return "unknown";
-  }
-}
-
-static uint32_t outstanding(const struct zkw_session *s) {
-  return s->pending.count + s->pings + s->auths;
-}
-
-/* Fills the gauges that are computed from the live sessions. */
-static void refresh_gauges(void) {
-  int64_t active = 0, plain = 0, out = 0;
-  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
-       s = zkw_session_next((struct zkw_session *)s)) {
-    if (s->phase == ZKW_PHASE_ACTIVE) active++;
-    if (s->phase == ZKW_PHASE_ACTIVE && !zkw_sidecar_incarnation(s)) plain++;
-    out += outstanding(s);
-  }
-  ZKW_METRIC_SET(connections_active, (int64_t)endpoint.srv->session_count);
-  ZKW_METRIC_SET(sessions_active, active);
-  ZKW_METRIC_SET(plain_client_sessions, plain);
-  ZKW_METRIC_SET(outstanding_requests, out);
-  char why[8];
-  ZKW_METRIC_SET(ready, zkw_server_ready(endpoint.srv, why, sizeof why) ? 1 : 0);
-}
-
-#define TRY(expr)                                                                                            \
-  do {                                                                                                       \
-    if ((expr) != 0) return -ENOMEM;                                                                         \
-  } while (0)
-
-/* The session list. The session password is never part of it. */
-static int render_sessions(struct zkw_buf *b) {
-  TRY(zkw_text_printf(b, "{\"count\":%llu,\"sessions\":[", (unsigned long long)endpoint.srv->session_count));
-  bool first = true;
-  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
-       s = zkw_session_next((struct zkw_session *)s)) {
-    TRY(zkw_text_printf(b, "%s{\"conn\":%llu,\"session\":\"0x%llx\",\"peer\":", first ? "" : ",",
-                        (unsigned long long)s->conn, (unsigned long long)s->session_id));
-    first = false;
-    TRY(zkw_text_json_string(b, s->peer, sizeof s->peer));
-    TRY(zkw_text_printf(b, ",\"upstream\":"));
-    if (s->upstream.connected)
-      TRY(zkw_text_json_string(b, s->up_name, sizeof s->up_name));
-    else
-      TRY(zkw_text_printf(b, "null"));
-    TRY(zkw_text_printf(b,
-                        ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u,"
-                        "\"role\":\"%s\",\"incarnation\":%llu}",
-                        phase_name(s->phase), s->timeout, s->read_only ? "true" : "false", outstanding(s),
-                        zkw_sidecar_incarnation(s) ? "incarnation" : "plain",
-                        (unsigned long long)zkw_sidecar_incarnation(s)));
-  }
-  TRY(zkw_text_printf(b, "]}\n"));
-  return 0;
-}
-
-/* ---- the lock report and the status page ---- */
-
-static const char PAGE_STYLE[] =
-    "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:80em}"
-    "h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em;border-bottom:1px solid #ccc}"
-    "table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.25em .6em;"
-    "text-align:left;vertical-align:top}th{background:#f0f0f0}.ok{color:#0a6b0a;font-weight:bold}"
-    ".bad{color:#b00000;font-weight:bold}code,.mono{font-family:monospace,monospace}";
-
-#define HTML(b, s, max) TRY(zkw_text_html((b), (s), (max)))
-
-/* One row of the status table: name, then value (HTML-escaped). */
-static int kv_row(struct zkw_buf *b, const char *name, const char *cls, const char *value) {
-  TRY(zkw_text_printf(b, "<tr><th>%s</th><td class=\"%s\">", name, cls));
-  HTML(b, value, 4096);
-  TRY(zkw_text_printf(b, "</td></tr>\n"));
-  return 0;
-}
-
-static int render_page_sessions(struct zkw_buf *b) {
-  TRY(zkw_text_printf(
-      b,
-      "<h2>Sessions (%llu)</h2>\n<table><tr><th>conn</th><th>session</th><th>role</th>"
-      "<th>peer</th><th>upstream</th><th>phase</th><th>timeout ms</th><th>outstanding</th></tr>\n",
-      (unsigned long long)endpoint.srv->session_count));
-  for (const struct zkw_session *s = zkw_session_first(endpoint.srv); s;
-       s = zkw_session_next((struct zkw_session *)s)) {
-    char role[40] = "plain client";
-    if (zkw_sidecar_incarnation(s))
-      snprintf(role, sizeof role, "incarnation %llu", (unsigned long long)zkw_sidecar_incarnation(s));
-    TRY(zkw_text_printf(b, "<tr><td>%llu</td><td class=\"mono\">0x%llx</td><td>%s</td><td>",
-                        (unsigned long long)s->conn, (unsigned long long)s->session_id, role));
-    HTML(b, s->peer, sizeof s->peer);
-    TRY(zkw_text_printf(b, "</td><td>"));
-    HTML(b, s->upstream.connected ? s->up_name : "-", sizeof s->up_name);
-    TRY(zkw_text_printf(b, "</td><td>%s</td><td>%d</td><td>%u</td></tr>\n", phase_name(s->phase), s->timeout,
-                        outstanding(s)));
-  }
-  TRY(zkw_text_printf(b, "</table>\n"));
-  return 0;
-}
-
-#define PAGE_RECLAIMS 20
-
-static int render_page_reclaims(struct zkw_buf *b) {
-  TRY(zkw_text_printf(
-      b,
-      "<h2>Recent reclaims (%llu in all; the last %d)</h2>\n<table><tr><th>time (UTC)</th>"
-      "<th>kind</th><th>done</th><th>path</th><th>identity</th><th>incarnation</th><th>session</th>"
-      "<th>reason</th><th>done</th></tr>\n",
-      (unsigned long long)zkw_history_total(), PAGE_RECLAIMS));
-  const struct zkw_history_entry *e;
-  for (unsigned i = 0; i < PAGE_RECLAIMS && (e = zkw_history_newest(i)); i++) {
-    char ts[40];
-    zkw_history_time(e, ts, sizeof ts);
-    TRY(zkw_text_printf(b, "<tr><td>%s</td><td>%s</td><td class=\"mono\">", ts,
-                        zkw_history_kind_name(e->kind)));
-    HTML(b, e->path, sizeof e->path);
-    TRY(zkw_text_printf(b, "</td><td>"));
-    HTML(b, e->identity, sizeof e->identity);
-    TRY(zkw_text_printf(b, "</td><td>%llu</td><td class=\"mono\">0x%llx</td><td>",
-                        (unsigned long long)e->incarnation, (unsigned long long)e->session_id));
-    HTML(b, e->reason, sizeof e->reason);
-    TRY(zkw_text_printf(b, "</td><td>%s</td></tr>\n",
-                        e->done    ? "done"
-                        : e->would ? "would (observe)"
-                                   : "failed"));
-  }
-  TRY(zkw_text_printf(b, "</table>\n"));
-  return 0;
-}
-
-/* The status page; rep is the lock report, or NULL with why it is missing. */
-static int render_page(struct zkw_buf *b, const struct zkw_locks_report *rep, const char *locks_why) {
-  const struct zkw_config *cfg = endpoint.srv->cfg;
-  static const struct zkw_identity none = {.disabled = true};
-  const struct zkw_identity *id = zkw_sidecar_identity(endpoint.srv);
-  if (!id) id = &none;
-  char why[600], line[700];
-  bool ready = zkw_server_ready(endpoint.srv, why, sizeof why);
-  TRY(zkw_text_printf(b,
-                      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>zkwarden "));
-  HTML(b, cfg->identity, sizeof cfg->identity);
-  TRY(zkw_text_printf(b, "</title><style>%s</style></head><body>\n<h1>zkwarden %s: ", PAGE_STYLE,
-                      ZKW_VERSION));
-  HTML(b, cfg->identity, sizeof cfg->identity);
-  TRY(zkw_text_printf(b, "</h1>\n<table id=\"status\">\n"));
-  TRY(kv_row(b, "identity", "mono", cfg->relay_only ? "(relay mode: none)" : cfg->identity));
-  if (cfg->observe) {
-    snprintf(
-        line, sizeof line,
-        "observe: nothing fenced or deleted; %llu would-action(s) so far (each a fence or delete sidecar "
-        "mode would have done: see Recent reclaims and zkwarden_would_actions_total); leadership waits "
-        "that the fences not done cost: %llu.%03llu s",
-        (unsigned long long)zkw_history_would_total(),
-        (unsigned long long)(zkw_metrics.would_fence_wait_ms / 1000),
-        (unsigned long long)(zkw_metrics.would_fence_wait_ms % 1000));
-    TRY(kv_row(b, "mode", "", line));
-  } else {
-    TRY(kv_row(b, "mode", "", cfg->relay_only ? "relay" : "sidecar"));
-  }
-  snprintf(line, sizeof line, "%llu", (unsigned long long)zkw_identity_current(id));
-  TRY(kv_row(b, "incarnation", "", line));
-  snprintf(line, sizeof line, "%s%s", ready ? "ready" : "not ready: ", ready ? "" : why);
-  TRY(kv_row(b, "readiness", ready ? "ok" : "bad", line));
-  if (!cfg->relay_only) {
-    snprintf(line, sizeof line, "%s%s%s", zkw_identity_state_name(id->state), id->why[0] ? ": " : "",
-             id->why);
-    TRY(kv_row(b, "registry", id->state == ZKW_REG_OWNER ? "ok" : "bad", line));
-  }
-  zkw_config_upstream_list(cfg, line, sizeof line);
-  TRY(kv_row(b, "upstream", "mono", line));
-  TRY(kv_row(b, "lock roots", "mono", cfg->raw_lock_roots ? cfg->raw_lock_roots : ""));
-  TRY(zkw_text_printf(b, "</table>\n"));
-  TRY(render_page_sessions(b));
-  TRY(render_page_reclaims(b));
-  TRY(zkw_text_printf(b, "<h2>Locks</h2>\n<div id=\"locks\">\n"));
-  if (rep) {
-    TRY(zkw_locks_render_html_summary(rep, b));
-    TRY(zkw_text_printf(b, "<p>Every lock with its verdict: <a href=\"/v1/locks\">/v1/locks</a> or "
-                           "<code>zkwarden locks</code>.</p>\n"));
-  } else {
-    TRY(zkw_text_printf(b, "<p class=\"bad\">lock report unavailable: "));
-    HTML(b, locks_why, 200);
-    TRY(zkw_text_printf(b, "</p>\n"));
-  }
-  TRY(zkw_text_printf(b,
-                      "</div>\n<p><a href=\"/metrics\">/metrics</a> <a href=\"/readyz\">/readyz</a> "
-                      "<a href=\"/v1/sessions\">/v1/sessions</a> <a href=\"/v1/reclaims\">/v1/reclaims</a> "
-                      "<a href=\"/v1/locks\">/v1/locks</a></p>\n</body></html>\n"));
-  return 0;
-}
+/* ---- the endpoints (what they render: zkw_views.c) ---- */
 
 /* Answers h's request with a report (or why there is none); the
  * connection closes after it. */
@@ -458,8 +259,8 @@ static void walk_answer(struct zkw_admin_http *h, const struct zkw_locks_report 
     snprintf(line, sizeof line, "lock report unavailable: %s", why ? why : "no report");
     return respond_line(h, 503, NULL, true, line);
   }
-  int rc =
-      h->walk_page ? render_page(&endpoint.scratch, rep, why) : zkw_locks_render_json(rep, &endpoint.scratch);
+  int rc = h->walk_page ? zkw_views_status_page(endpoint.srv, &endpoint.scratch, rep, why)
+                        : zkw_locks_render_json(rep, &endpoint.scratch);
   if (rc) return respond_line(h, 500, NULL, true, "out of memory");
   respond(h, 200, h->walk_page ? "text/html; charset=utf-8" : "application/json", NULL, true);
 }
@@ -605,12 +406,12 @@ static void serve(struct zkw_admin_http *c, bool last) {
     return;
   }
   case METRICS:
-    refresh_gauges();
+    zkw_views_refresh_gauges(endpoint.srv);
     if (zkw_metrics_render(&endpoint.scratch) != 0) break;
     respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, last);
     return;
   case SESSIONS:
-    if (render_sessions(&endpoint.scratch) != 0) break;
+    if (zkw_views_sessions_json(endpoint.srv, &endpoint.scratch) != 0) break;
     respond(c, 200, "application/json", NULL, last);
     return;
   case RECLAIMS:
@@ -627,7 +428,7 @@ static void serve(struct zkw_admin_http *c, bool last) {
       respond_line(c, 503, NULL, last, line);
       return;
     }
-    if (render_page(&endpoint.scratch, NULL, why) != 0) break;
+    if (zkw_views_status_page(endpoint.srv, &endpoint.scratch, NULL, why) != 0) break;
     respond(c, 200, "text/html; charset=utf-8", NULL, last);
     return;
   }

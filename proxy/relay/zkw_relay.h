@@ -18,6 +18,10 @@
 #include "zkw_log.h"
 #include "zkw_pending.h"
 
+/* Sizes of a session's names, with the NUL (bounds for their readers). */
+#define ZKW_SESSION_PEER_MAX     64
+#define ZKW_SESSION_UPSTREAM_MAX 300
+
 struct zkw_server;
 struct zkw_session;
 struct zkw_tls_conn;
@@ -53,7 +57,7 @@ struct zkw_session {
   struct zkw_session *prev, *next;
   uint64_t conn;
   bool internal; /* accepted by the internal relay (zkw_server.h): its lines are logged at debug */
-  char peer[64];
+  char peer[ZKW_SESSION_PEER_MAX];
   enum zkw_phase phase;
   struct zkw_side client, upstream;
 
@@ -69,7 +73,7 @@ struct zkw_session {
   uint64_t up_last_read_ms;                /* uv_now() of the upstream's last bytes (or its connect) */
   uint32_t up_handshake_ms;                /* bound on the wait for the ConnectResponse */
   void (*up_ready)(struct zkw_session *s); /* zkw_upstream_connect's callback */
-  char up_name[300];                       /* host:port of the current upstream, for logs */
+  char up_name[ZKW_SESSION_UPSTREAM_MAX];  /* host:port of the current upstream, for logs */
 
   /* The ZooKeeper session, from the handshake. */
   int64_t session_id;
@@ -159,6 +163,36 @@ static inline struct zkw_log_ctx zkw_session_log_ctx(const struct zkw_session *s
  * can be used) log at debug; /readyz, the probe's line and the metrics say why. */
 static inline enum zkw_log_level zkw_session_level(const struct zkw_session *s, enum zkw_log_level level) {
   return s->internal ? ZKW_LOG_DEBUG : level;
+}
+
+/* Getters: what the layers above read of a session (ops reads a session
+ * through these only; tests/check_layers.py checks it). */
+static inline uint64_t zkw_session_conn(const struct zkw_session *s) {
+  return s->conn;
+}
+static inline int64_t zkw_session_id(const struct zkw_session *s) {
+  return s->session_id;
+}
+static inline const char *zkw_session_peer(const struct zkw_session *s) {
+  return s->peer;
+}
+/* host:port of the upstream server it is connected to, or NULL. */
+static inline const char *zkw_session_upstream_name(const struct zkw_session *s) {
+  return s->upstream.connected ? s->up_name : NULL;
+}
+static inline enum zkw_phase zkw_session_phase(const struct zkw_session *s) {
+  return s->phase;
+}
+/* The negotiated session timeout, ms (0 before the ConnectResponse). */
+static inline int32_t zkw_session_timeout(const struct zkw_session *s) {
+  return s->timeout;
+}
+static inline bool zkw_session_read_only(const struct zkw_session *s) {
+  return s->read_only;
+}
+/* Requests awaiting their reply: pending requests, pings and auth packets. */
+static inline uint32_t zkw_session_outstanding(const struct zkw_session *s) {
+  return s->pending.count + s->pings + s->auths;
 }
 #define zkw_slog(s, level, ...)                                                                              \
   do {                                                                                                       \

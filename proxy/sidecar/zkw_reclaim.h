@@ -1,4 +1,5 @@
-/* zkw_reclaim.h: deleting stale locks, at create, at delete and by sweeps.
+/* zkw_reclaim.h: deleting stale locks at create and at delete (sweeps:
+ * zkw_sweep.h).
  *
  * A stale lock is a node that carries zkwarden's tag (zkw_lockrule.h), is an
  * ephemeral owned by a session other than the asking session, and whose
@@ -13,12 +14,7 @@
  * its rights; the JobManager's request is then replayed and the JobManager
  * sees the reply of the replay. If anything in the way is not a stale lock,
  * or a step fails (logged at warn, counted, recorded), the JobManager gets
- * the reply it would have got anyway.
- *
- * Sweeps walk the lock roots for this identity's stale locks that fencing
- * could not remove (the ensemble-bug case), in-band on the session of the
- * current incarnation (waiting while none is attached); their deletes run
- * while every session of this sidecar holds back its lock requests. */
+ * the reply it would have got anyway. */
 #ifndef ZKW_RECLAIM_H
 #define ZKW_RECLAIM_H
 
@@ -27,17 +23,11 @@
 #include "zkw_wire.h"
 
 struct zkw_session;
-struct zkw_identity;
 
 /* Starts reclaiming for the withheld reply of the session's barrier request:
  * is_create: NODEEXISTS on the lock create of `path`; else NOTEMPTY on the
  * delete of `path`. Returns false if no reclaim can start (the caller then
  * forwards the reply); else zkw_session_replay or zkw_session_deliver follows. */
 bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes path);
-
-/* Sweeps: soon after a new incarnation, and every ZKWARDEN_SWEEP_INTERVAL_S. */
-void zkw_sweep_soon(struct zkw_identity *id);
-/* True while a sweep deletes: sessions hold back lock requests. */
-bool zkw_sweep_holding(const struct zkw_identity *id);
 
 #endif

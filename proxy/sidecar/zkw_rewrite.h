@@ -6,7 +6,7 @@
  *   JobManager back its original bytes, with Stat.dataLength to match.
  * - Replies to getData("/zookeeper/config") name the sidecar as the only
  *   client address, so Curator's ensemble tracker keeps the JobManager on the
- *   sidecar (README: Identities, tags and reclaim).
+ *   sidecar (docs/how-it-works.md: Identities, tags and reclaim).
  * Nothing else in a frame changes: xids, zxids, session ids, ephemeralOwner
  * and every other Stat field are copied as they came. Each function writes
  * the whole new frame into out and returns 1, returns 0 when the frame is to

@@ -13,6 +13,7 @@
 
 #include "zkw_lockrule.h"
 #include "zkw_reclaim.h"
+#include "zkw_sweep.h"
 #include "zkw_rewrite.h"
 #include "zkw_session.h"
 

@@ -1,8 +1,8 @@
 """Configuration as an operator meets it: a bad value of any variable stops
 zkwarden with exit code 2 and one line naming the variable, the value and
 what is allowed; --check-config prints the resolved configuration and never
-a secret; --help, --version, --list-metrics; the README's metrics table is
-the generated one; the admin port taken stops the start."""
+a secret; --help, --version, --list-metrics, --list-config; docs/metrics.md's
+and docs/configuration.md's tables are the generated ones; the admin port taken stops the start."""
 
 import os
 import re
@@ -169,7 +169,7 @@ def test_help_lists_every_variable_with_its_default(zkw_bin):
     names = variables(zkw_bin)
     assert len(names) >= 18 and len(set(names)) == len(names)
     assert r.stdout.count("default:") == len(names)
-    for flag in ("--check-config", "--list-metrics", "--help", "--version"):
+    for flag in ("--check-config", "--list-config", "--list-metrics", "--help", "--version"):
         assert flag in r.stdout
 
 
@@ -180,9 +180,16 @@ def test_version_and_unknown_argument(zkw_bin):
     assert r.returncode == 2 and "unknown argument '--frobnicate'" in r.stderr
 
 
-def test_list_metrics_is_the_readme_table(zkw_bin):
+def test_list_metrics_is_the_metrics_page(zkw_bin):
     here = os.path.dirname(os.path.abspath(__file__))
     r = subprocess.run([os.path.join(here, "check_metrics_doc.sh"), zkw_bin], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_list_config_is_the_configuration_page(zkw_bin):
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([os.path.join(here, "..", "check_docs.sh"), zkw_bin], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
 

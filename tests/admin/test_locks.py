@@ -234,7 +234,7 @@ def test_big_tree_within_seconds(private_zk, zkw_bin, kazoo_factory, zkwarden_fa
           % (nodes, n, made, took, doc["seconds"]))
     assert doc["summary"]["locks"] == n and doc["nodes_visited"] == nodes + 1  # and /flink/big
     assert doc["summary"]["state_nodes"] == n // 10
-    # Generous for a loaded 2-core machine under ASan; README has the measured figures.
+    # Generous for a loaded 2-core machine under ASan; docs/operating.md has the measured figures.
     assert doc["seconds"] < max(15.0, n / 2000.0)
     proxy = sidecar(private_zk, zkwarden_factory, "jm-big-view")
     t0 = time.monotonic()

@@ -34,7 +34,7 @@ NUM_RETAINED = 10
 LEADER_TARGET_MS = 1000
 # Scenario 2b: a new sidecar whose predecessor died waits for the dead one's
 # registry session to expire before it owns the identity and may fence. zkwarden
-# asks for this timeout (REGISTRY_SESSION_MS in proxy/sidecar/zkw_identity.c); the
+# asks for this timeout (ZKW_REGISTRY_SESSION_MS in proxy/sidecar/zkw_registry.h); the
 # servers clamp it to [minSessionTimeout, maxSessionTimeout]. The bound on
 # leadership is what the server granted plus this margin.
 REGISTRY_SESSION_REQUESTED_MS = 4000
@@ -448,7 +448,7 @@ def scenario_restart(r, cycles, pod=None):
 
 def latch_injection(r):
     """Scenarios 3 and 4 delete the old session's latch nodes in the baseline
-    only: without a sidecar that is the state that leaks (README). Through
+    only: without a sidecar that is the state that leaks (README.md, "Why"). Through
     zkwarden the old session keeps its latch nodes: the new incarnation can lead
     at once only if zkwarden fences it, hung (scenario 3) or dead (4)."""
     return r.mode in ("direct", "observe") and not r.d.args.no_latch_injection

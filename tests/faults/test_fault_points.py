@@ -23,7 +23,7 @@ orphan fence of a JobManager whose connection went away. After every run:
 A clean run first reports every point (file:line) with the number of the
 first call of its kind made there. The default run fails each point's first
 call, and every call up to DENSE; `tests/faults/run.sh --long` fails every
-call of every kind. The README's Reliability section gives the counts.
+call of every kind. docs/reliability.md gives the counts.
 """
 
 import os

@@ -11,8 +11,8 @@ ways:
   restored by the operator);
 - root_deleted: the whole registry root, recursively.
 
-What must hold (DESIGN §4, and the decisions written in the README's
-"Reliability" section, where the issue is silent):
+What must hold (DESIGN §4, and the decisions written in
+docs/reliability.md, where the issue is silent):
 
 - the JobManager notices nothing: no request lost, no state change, the same
   session, its latch and lock in place (a live current session is never

@@ -20,13 +20,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
 from kazoo.exceptions import NoAuthError, NodeExistsError, NotEmptyError
 from kazoo.security import make_acl
 
+from checkpoints import new_uuid, plant_stale_lock, subsume
 from zkharness import HOST, wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -34,8 +34,6 @@ PY = "/usr/bin/python3"
 MODES = ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)]
 
 
-def new_uuid():
-    return str(uuid.uuid4())
 
 
 class Jm:
@@ -192,11 +190,7 @@ def test_superseded_incarnation_does_not_block_deletes(way, layout, private_zk, 
     state = "/flink/c1/checkpoints/%s/%019d" % ("b" * 32, 7)
     locks = state if layout == "1.7" else state + "/locks"
     old, data = old_lock_holder(way, private_zk, hostport, kazoo_factory)
-    old.create(state, b"handle", makepath=True)
-    if layout == "1.15":
-        old.create(locks)
-    old_lock = "%s/%s" % (locks, new_uuid())
-    old.create(old_lock, data, ephemeral=True)
+    old_lock = plant_stale_lock(old, state, locks, layout, data)
 
     new = kazoo_factory(hostport)  # the new incarnation subsumes the checkpoint
     if way == "fenced":
@@ -204,18 +198,9 @@ def test_superseded_incarnation_does_not_block_deletes(way, layout, private_zk, 
     new_latch(new)
     if way == "fenced":
         assert new.exists(old_lock) is None  # fenced before the new latch was forwarded
-    mine = "%s/%s" % (locks, new_uuid())
-    new.create(mine, b"127.0.0.1", ephemeral=True)
-    new.delete(mine)
+    subsume(new, state, locks, layout, old_lock, leaks=way == "direct")
     if way == "direct":
-        with pytest.raises(NotEmptyError):
-            new.delete(locks)
-        assert new.exists(old_lock)
         return
-    new.delete(locks)
-    if layout == "1.15":
-        new.delete(state)
-    assert new.exists(state) is None
     if way == "reclaimed":
         assert old.connected  # only its stale lock went, not its session
         assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1

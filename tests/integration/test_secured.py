@@ -24,7 +24,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
 import krbrealm
 import rawzk
+from checkpoints import new_uuid, plant_stale_lock, subsume
 from zkharness import HOST, ZkServer, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
@@ -75,8 +75,6 @@ def digest_client_jaas(user, password):
             '  username="%s"\n  password="%s";\n};\n' % (user, password))
 
 
-def new_uuid():
-    return str(uuid.uuid4())
 
 
 def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
@@ -240,28 +238,15 @@ def test_reclaim_at_delete(kind, layout, secured, zkwarden_factory, kazoo_factor
     hostport = proxy.hostport if proxy else secured.zk.hostport
     state, locks = checkpoint(secured.mode, layout)
     old = secured.client(kazoo_factory, secured.zk.hostport)
-    old.create(state, b"handle", makepath=True)
-    if layout == "1.15":
-        old.create(locks)
-    stale = "%s/%s" % (locks, new_uuid())
-    old.create(stale, forged_tag(identity, 0), ephemeral=True)
+    stale = plant_stale_lock(old, state, locks, layout, forged_tag(identity, 0))
     if secured.mode != "open":  # readable and deletable by the JobManager's principal only
         assert [a.id.scheme for a in old.get_acls(stale)[0]] == [{"digest": "digest"}.get(secured.mode, "sasl")]
 
     jm = secured.client(kazoo_factory, hostport)
     zxids = spy_zxids(jm)
-    mine = "%s/%s" % (locks, new_uuid())
-    jm.create(mine, b"127.0.0.1", ephemeral=True)
-    jm.delete(mine)
+    subsume(jm, state, locks, layout, stale, leaks=kind == "direct")
     if kind == "direct":
-        with pytest.raises(NotEmptyError):
-            jm.delete(locks)
-        assert jm.exists(stale)
         return
-    jm.delete(locks)
-    if layout == "1.15":
-        jm.delete(state)
-    assert jm.exists(state) is None, "leaked: %s" % state
     assert old.connected  # only its stale lock went, not its session
     assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
     assert_no_failures(proxy)

@@ -53,7 +53,7 @@ LONG = os.environ.get("ZKW_FAULTS_LONG", "") not in ("", "0")
 N_SESSIONS = int(os.environ.get("ZKW_SLOW_SESSIONS", "10000" if LONG else "2000"))
 MIN_SESSIONS = int(os.environ.get("ZKW_SLOW_MIN_SESSIONS", "1000"))
 # Generous bound on zkwarden's memory per idle connection or session (the
-# release build measures about 2 KiB per session, README "Performance"; the
+# release build measures about 2 KiB per session, docs/performance.md "Memory"; the
 # sanitizer build adds redzones and allocator metadata).
 KIB_PER_CONNECTION = 32
 # With the sanitizer build, freed memory sits in ASan's quarantine (256 MiB

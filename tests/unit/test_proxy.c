@@ -1,7 +1,7 @@
 /* test_proxy.c: unit tests of the proxy's bookkeeping that needs no socket:
  * the pending-request ring and reply matching, the buffer pool, and the
- * configuration parser, and the size of a session (the README's memory
- * figure). Sessions themselves are tested end to end in tests/integration
+ * configuration parser, and the size of a session (the memory figure of
+ * docs/performance.md). Sessions themselves are tested end to end in tests/integration
  * against a real ZooKeeper. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -258,7 +258,7 @@ static void test_config_values(void) {
 /* ---- memory ---- */
 
 /* An idle session is this struct and nothing else (buffers come from the
- * pool only while bytes are in flight). The README quotes the printed size;
+ * pool only while bytes are in flight). docs/performance.md quotes the printed size;
  * the bound is DESIGN.md's target of 16 KiB per idle session, with room. */
 static void test_session_struct_size(void) {
   printf("sizeof(struct zkw_session) = %zu bytes\n", sizeof(struct zkw_session));

@@ -20,7 +20,6 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.api.transaction.CuratorTransactionResult;
 import org.apache.curator.framework.recipes.cache.CuratorCache;
 import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
@@ -143,12 +142,10 @@ public class CuratorWorkload {
     }
 
     static CuratorFramework newClient(String connect) throws Exception {
-        CuratorFramework c = CuratorFrameworkFactory.builder().connectString(connect)
-                .sessionTimeoutMs(10000).connectionTimeoutMs(10000)
+        CuratorFramework c = Curators.builder(connect, 10000, 10000, new RetryNTimes(5, 200))
                 .defaultData(new byte[0]) // Curator's default is the local IP address
-                .retryPolicy(new RetryNTimes(5, 200)).build();
-        c.start();
-        if (!c.blockUntilConnected(20, TimeUnit.SECONDS)) {
+                .build();
+        if (!Curators.startConnected(c, 20)) {
             throw new IllegalStateException("Curator could not connect to " + connect);
         }
         return c;

@@ -20,7 +20,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.cache.NodeCache;
 import org.apache.curator.framework.recipes.cache.TreeCache;
 import org.apache.curator.retry.ExponentialBackoffRetry;
@@ -70,11 +69,7 @@ public class LeaderRetrieval {
         ns = args[1];
         boolean old = args[2].equals("1.7");
         long runMs = Long.parseLong(args[3]);
-        CuratorFramework client = CuratorFrameworkFactory.builder()
-                .connectString(connect)
-                .sessionTimeoutMs(60000)
-                .connectionTimeoutMs(15000)
-                .retryPolicy(new ExponentialBackoffRetry(5000, 3))
+        CuratorFramework client = Curators.builder(connect, 60000, 15000, new ExponentialBackoffRetry(5000, 3))
                 .namespace(ns)
                 .ensembleTracker(false)
                 .build();

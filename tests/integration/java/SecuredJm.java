@@ -8,7 +8,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.api.ACLProvider;
 import org.apache.curator.retry.RetryNTimes;
 import org.apache.zookeeper.CreateMode;
@@ -28,13 +27,7 @@ public class SecuredJm {
         return ZooDefs.Ids.CREATOR_ALL_ACL;
       }
     };
-    CuratorFramework c = CuratorFrameworkFactory.builder()
-                             .connectString(connect)
-                             .sessionTimeoutMs(10000)
-                             .connectionTimeoutMs(5000)
-                             .retryPolicy(new RetryNTimes(2, 200))
-                             .aclProvider(creator)
-                             .build();
+    CuratorFramework c = Curators.builder(connect, 10000, 5000, new RetryNTimes(2, 200)).aclProvider(creator).build();
     c.start();
     int rc = 1;
     try {

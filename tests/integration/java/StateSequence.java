@@ -19,7 +19,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.state.ConnectionState;
@@ -43,11 +42,7 @@ public class StateSequence {
         String connect = args[0];
         int sessionMs = Integer.parseInt(args[1]);
         String latchPath = args[2];
-        CuratorFramework c = CuratorFrameworkFactory.builder()
-                .connectString(connect)
-                .sessionTimeoutMs(sessionMs)
-                .connectionTimeoutMs(sessionMs)
-                .retryPolicy(new ExponentialBackoffRetry(100, 10, 1000))
+        CuratorFramework c = Curators.builder(connect, sessionMs, sessionMs, new ExponentialBackoffRetry(100, 10, 1000))
                 // Direct, the tracker would swap the relays for the servers'
                 // own addresses (reconfigEnabled ensembles), and the partition
                 // would miss the client. Flink 1.18+ deployments turn it off
@@ -56,8 +51,7 @@ public class StateSequence {
                 .build();
         c.getConnectionStateListenable().addListener((CuratorFramework client, ConnectionState st) ->
                 println("STATE " + st + " " + sid(client)));
-        c.start();
-        if (!c.blockUntilConnected(30, TimeUnit.SECONDS)) {
+        if (!Curators.startConnected(c, 30)) {
             System.err.println("no connection to " + connect);
             System.exit(2);
         }

@@ -4,21 +4,14 @@
 // /zookeeper/config. Prints "READY", then "CONNECT <string>" at each change,
 // and "FINAL <string>" after the given milliseconds.
 import org.apache.curator.framework.CuratorFramework;
-import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.retry.RetryNTimes;
 
 public class TrackerCheck {
   public static void main(String[] args) throws Exception {
     String connect = args[0];
     long watchMs = Long.parseLong(args[1]);
-    CuratorFramework client = CuratorFrameworkFactory.builder()
-        .connectString(connect)
-        .sessionTimeoutMs(10000)
-        .connectionTimeoutMs(5000)
-        .retryPolicy(new RetryNTimes(50, 100))
-        .build();
-    client.start();
-    if (!client.blockUntilConnected(20, java.util.concurrent.TimeUnit.SECONDS)) {
+    CuratorFramework client = Curators.builder(connect, 10000, 5000, new RetryNTimes(50, 100)).build();
+    if (!Curators.startConnected(client, 20)) {
       System.out.println("NOT CONNECTED");
       System.exit(1);
     }

@@ -1,0 +1,162 @@
+/* zkw_idstate.h: the state of this sidecar's JobManager identity (struct
+ * zkw_identity) and the sidecar's block of each session (struct
+ * zkw_sc_session), with no functions of its own. The identity's files share
+ * it: zkw_registry.c and zkw_regacl.c (the registry), zkw_fencing.c (fences
+ * and orphans), zkw_identity.c (the session hooks); it is a header of its
+ * own so that none of them has to include another's to see the struct. */
+#ifndef ZKW_IDSTATE_H
+#define ZKW_IDSTATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "zkw_codec.h"
+#include "zkw_fence.h"
+#include "zkw_record.h"
+#include "zkw_relay.h"
+#include "zkw_server.h"
+#include "zkw_zk.h"
+
+struct zkw_session;
+
+#define ZKW_REG_STATES(X)                                                                                    \
+  X(CONNECTING, "connecting")                                                                                \
+  X(CLAIMING, "waiting for the previous sidecar instance")                                                   \
+  X(OWNER, "owner")                                                                                          \
+  X(CONFLICT, "conflict")                                                                                    \
+  X(BROKEN, "unusable")
+
+enum zkw_reg_state {
+#define ZKW_X_REG(name, str) ZKW_REG_##name,
+  ZKW_REG_STATES(ZKW_X_REG)
+#undef ZKW_X_REG
+};
+
+struct zkw_orphan;
+
+#define ZKW_SUPERSEDED_KEPT 8
+
+/* Which identity list a session is on (zkw_sc_session.id_list). */
+enum zkw_id_list { ZKW_ID_NONE, ZKW_ID_WAITING, ZKW_ID_WRITERS, ZKW_ID_WRITING };
+
+/* The sidecar's block of each session (zkw_hooks.h session_size). A session
+ * is a plain client until it acts as the JobManager
+ * (zkw_acts_as_jobmanager); then its incarnation begins. */
+struct zkw_sc_session {
+  bool acts_as_jm;      /* it sent a request that begins an incarnation */
+  bool hold_jm;         /* that request waits for the fence and the registry write */
+  bool plain_conflict;  /* acted as the JobManager in an identity conflict: stays plain */
+  uint64_t incarnation; /* recorded incarnation; 0: a plain client (no tags, no reclaim) */
+  struct zkw_session *id_next;
+  int id_list;        /* enum zkw_id_list */
+  int32_t config_xid; /* an outstanding getData of /zookeeper/config, or 0 */
+  bool wait_fence;    /* its re-attach waits for an orphan fence of its session to report */
+  int32_t jm_xid;     /* observe mode: the request that began the incarnation, until its reply */
+};
+
+static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {
+  return (struct zkw_sc_session *)zkw_session_policy(s);
+}
+static inline const struct zkw_sc_session *zkw_sc_c(const struct zkw_session *s) {
+  return (const struct zkw_sc_session *)zkw_session_policy_c(s);
+}
+
+struct zkw_identity {
+  struct zkw_server *srv;
+  /* The record is loaded (zkw_registry.c): zkw_identity.c fences for a
+   * waiting request and records the sessions that acted as the JobManager. */
+  void (*on_record_loaded)(struct zkw_identity *id);
+  /* A new incarnation began (its record is written): zkw_sidecar.c starts a
+   * sweep soon. */
+  void (*on_incarnation)(struct zkw_identity *id);
+  bool disabled;          /* ZKWARDEN_MODE=relay */
+  struct zkw_zk *zk;      /* NULL until the registry session opened */
+  uint32_t open_retry_ms; /* delay before opening it again, after a failure */
+  enum zkw_reg_state state;
+  char why[256]; /* when not the owner: why, for logs and /readyz */
+  char instance[40];
+  char root_identities[300], node[450], owner_node[470];
+
+  struct zkw_record rec; /* valid when rec_loaded */
+  int rec_version;       /* of the record node; -1: absent */
+  bool rec_loaded;
+  /* rec holds this instance's last known record; it survives a registry
+   * outage, so that a record deleted or corrupted under the owner is
+   * written back instead of restarting the identity at incarnation 0. */
+  bool rec_known;
+  bool writing;           /* a record write is in flight */
+  unsigned write_gen;     /* bumped by every record write: stale checks are ignored */
+  uv_timer_t check_timer; /* while the owner: the owner node and record still as written? */
+  bool checking;          /* a check is in flight */
+  unsigned check_gen;     /* write_gen when it was sent */
+  bool corrupt_logged;    /* the corrupt record was reported (once, not at every retry) */
+  /* Registry ACLs (at start and at each check): a world ACL on the record
+   * or owner node is made creator-only when ZKWARDEN_REGISTRY_AUTH is set. */
+  bool acl_checking;     /* a pass is in flight */
+  int acl_step;          /* 0: the record node, 1: the owner node */
+  bool acl_readable;     /* this pass: a node anyone may read stays so */
+  bool acl_warned;       /* the exposed nodes were reported (once) */
+  bool acl_fix_failed;   /* a setACL failure was reported (once) */
+  char acl_exposed[960]; /* this pass: the nodes made creator-only */
+
+  uv_timer_t claim_timer; /* conflict bound while claiming; retry when broken */
+  uv_timer_t fence_timer; /* bound on holding ConnectRequests while fencing */
+  uv_timer_t retry_timer; /* background fence retry */
+  uv_timer_t sweep_timer;
+  struct zkw_session *waiting; /* requests beginning an incarnation, held for the fence (via id_next) */
+  struct zkw_session *writers; /* sessions waiting for their record write (via id_next) */
+
+  bool fencing;
+  struct zkw_fence fence; /* the one fence in flight */
+  uint64_t fence_incarnation;
+  struct { /* the superseded session still to fence */
+    bool pending;
+    int64_t session;
+    uint8_t passwd[16];
+    uint64_t incarnation;
+    uint64_t deadline_ms; /* the server has expired it by then: stop retrying */
+  } prev;
+
+  int64_t superseded[ZKW_SUPERSEDED_KEPT]; /* sessions fenced while still attached */
+  unsigned superseded_next;
+  uint64_t superseded_alive_ms; /* when one of them last tried to re-attach */
+  int64_t shared_with;          /* current session that another live JobManager was relayed beside */
+  struct zkw_orphan *orphans;
+  /* Sessions of this identity zkwarden saw end (its dead list, only the
+   * list is used): merged from the record at load, written with every
+   * record; dead_dirty: not yet written. */
+  struct zkw_record dead;
+  bool dead_dirty;
+  /* ZKWARDEN_MODE=observe: sessions that a fence would have closed (a lock
+   * of theirs in the way is the cost of that fence not done). */
+  int64_t would_fenced[ZKW_SUPERSEDED_KEPT];
+  unsigned would_fenced_next;
+  uint64_t would_dead; /* the incarnation a would-fence ended (sidecar mode writes it as `dead`) */
+  /* Observe mode: the first node the current incarnation created (its
+   * leader latch), and the wait measured for a superseded session's latch
+   * to go: the leadership wait that the fence not done would have saved. */
+  int64_t latch_session;
+  char latch_path[512];
+  struct {
+    bool active;
+    int64_t session;
+    uint64_t incarnation;
+    uint64_t since_ms;
+    char path[512];
+  } wait;
+  bool sweeping;
+  bool sweep_again; /* a sweep was asked for while one ran */
+  bool stopping;
+};
+
+static inline const char *zkw_identity_name(const struct zkw_identity *id) {
+  return id->srv->cfg->identity;
+}
+
+/* Monotonic milliseconds (deadlines and waits). */
+static inline uint64_t zkw_identity_now_ms(void) {
+  return uv_hrtime() / 1000000;
+}
+
+#endif

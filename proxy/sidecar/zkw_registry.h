@@ -1,0 +1,61 @@
+/* zkw_registry.h: the identity's registry in ZooKeeper (zkw_registry.c):
+ * the claim of the identity, its record, the owner's check, and the lists
+ * of sessions waiting on them. The functions named zkw_identity_* are what
+ * the rest of the sidecar asks of the identity; zkw_registry_* are shared
+ * with zkw_fencing.c and zkw_identity.c only. */
+#ifndef ZKW_REGISTRY_H
+#define ZKW_REGISTRY_H
+
+#include "zkw_idstate.h"
+
+/* zkwarden's own registry session: short, so that the owner node of a
+ * sidecar that died goes quickly (the server clamps it to >= 2 ticks). */
+#define ZKW_REGISTRY_SESSION_MS 4000
+/* How often a broken registry is retried. */
+#define ZKW_REGISTRY_OPEN_RETRY_MAX_MS 30000
+#define ZKW_REGISTRY_RETRY_MS          5000
+
+const char *zkw_identity_state_name(enum zkw_reg_state state);
+/* True when the registry is usable (owner); else why explains. */
+bool zkw_identity_ready(const struct zkw_identity *id, const char **why);
+/* ZKWARDEN_MODE=observe: nothing is fenced or deleted; each such action is
+ * recorded as a would-action (zkw_history_would) instead. */
+bool zkw_identity_observing(const struct zkw_identity *id);
+/* Staleness (used by reclaim and sweep): the current incarnation of this
+ * identity when known, else 0. */
+uint64_t zkw_identity_current(const struct zkw_identity *id);
+/* A session of this identity that zkwarden saw end (fence, orphan fence,
+ * expiry), or NULL: an ephemeral it still owns is a zombie. */
+const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session);
+
+void zkw_registry_set_state(struct zkw_identity *id, enum zkw_reg_state st, const char *why);
+/* Creates the registry paths and the owner node (or waits for it). */
+void zkw_registry_claim(struct zkw_identity *id);
+/* Reads the record (as the owner); id->on_record_loaded follows. */
+void zkw_registry_load_record(struct zkw_identity *id);
+/* A registry step failed: reported, relayed without identity features,
+ * retried later. */
+void zkw_registry_broken(struct zkw_identity *id, const char *what, int rc);
+
+/* The identity's session lists (waiting, writers), linked via id_next. */
+void zkw_registry_list_remove(struct zkw_session **head, struct zkw_session *s);
+void zkw_registry_list_append(struct zkw_session **head, struct zkw_session *s, enum zkw_id_list which);
+struct zkw_session *zkw_registry_list_pop(struct zkw_session **head);
+/* Lets a held request go on, and drops the list's reference. */
+void zkw_registry_release_hold(struct zkw_session *s);
+/* The fence is done, failed or timed out: every request held for it goes on
+ * to the record write if the registry can take it now, else on its way. */
+void zkw_registry_release_waiting(struct zkw_identity *id);
+/* True if the session is attached through this sidecar right now. */
+bool zkw_registry_attached(const struct zkw_identity *id, int64_t session);
+
+/* Remembers the current record's session as the one to fence (id->prev),
+ * if it may still be alive: before a new incarnation overwrites it. */
+void zkw_registry_capture_previous(struct zkw_identity *id);
+/* The dead list and `dead`: a session zkwarden saw end, written with the
+ * next record write or alone. */
+void zkw_registry_note_dead(struct zkw_identity *id, int64_t session, uint64_t incarnation);
+void zkw_registry_write_dead(struct zkw_identity *id, uint64_t dead);
+void zkw_registry_flush_dead(struct zkw_identity *id);
+
+#endif
