@@ -20,16 +20,12 @@ from kazoo.exceptions import NotEmptyError
 from kazoo.security import make_digest_acl
 
 from zkharness import run_bounded
+from checkpoints import forged_tag
 
 pytestmark = pytest.mark.zkwarden
 
 JOB = "b" * 32
 
-
-def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
-    """Lock data as a zkwarden of that identity and incarnation tags it."""
-    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
-        identity.encode(), incarnation, session, original)
 
 
 def sidecar(zk, factory, identity, **env):

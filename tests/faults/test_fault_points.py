@@ -39,6 +39,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 import rawzk
 from zkharness import TlsCerts, Zkwarden, ZkServer, wait_until
+from checkpoints import forged_tag
 
 pytestmark = pytest.mark.zkwarden
 
@@ -59,9 +60,6 @@ def fault_binary():
     return b
 
 
-def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
-    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
-        identity.encode(), incarnation, session, original)
 
 
 def kazoo(hostport, timeout=6.0, **tls):

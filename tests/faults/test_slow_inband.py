@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 
 from test_partitions import JM
 from zkharness import HOST, wait_until
+from checkpoints import forged_tag
 
 pytestmark = pytest.mark.zkwarden
 
@@ -36,9 +37,14 @@ DELAY_S = 0.3 * SESSION_MS / 1000.0
 INBAND_XID_BASE = 0x7FFF0000
 
 
-def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
-    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
-        identity.encode(), incarnation, session, original)
+
+
+def _shut(*socks):
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 class SlowInbandServer:
@@ -81,11 +87,7 @@ class SlowInbandServer:
                 b.sendall(d)
         except OSError:
             pass
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shut(a, b)
 
     def _replies(self, u, c):
         buf = b""
@@ -107,11 +109,7 @@ class SlowInbandServer:
                     c.sendall(frame)
         except OSError:
             pass
-        for s in (u, c):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shut(u, c)
 
     def stop(self):
         self.stopping = True

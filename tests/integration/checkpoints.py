@@ -13,6 +13,13 @@ import pytest
 from kazoo.exceptions import NotEmptyError
 
 
+def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
+    """The data zkwarden's tag gives a lock (what a node left by an earlier
+    incarnation of `identity` holds), written by a test itself."""
+    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
+        identity.encode(), incarnation, session, original)
+
+
 def new_uuid():
     return str(uuid.uuid4())
 

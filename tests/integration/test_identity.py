@@ -26,7 +26,7 @@ import pytest
 from kazoo.exceptions import NoAuthError, NodeExistsError, NotEmptyError
 from kazoo.security import make_acl
 
-from checkpoints import new_uuid, plant_stale_lock, subsume
+from checkpoints import forged_tag, new_uuid, plant_stale_lock, subsume
 from zkharness import HOST, wait_until
 
 HERE = Path(__file__).resolve().parent
@@ -169,9 +169,6 @@ WAYS = ["direct", pytest.param("fenced", marks=pytest.mark.zkwarden),
         pytest.param("reclaimed", marks=pytest.mark.zkwarden)]
 
 
-def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
-    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
-        identity.encode(), incarnation, session, original)
 
 
 def old_lock_holder(way, zk, hostport, kazoo_factory, identity="jm-0"):

@@ -32,7 +32,7 @@ from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
 import krbrealm
 import rawzk
-from checkpoints import new_uuid, plant_stale_lock, subsume
+from checkpoints import forged_tag, new_uuid, plant_stale_lock, subsume
 from zkharness import HOST, ZkServer, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
@@ -77,9 +77,6 @@ def digest_client_jaas(user, password):
 
 
 
-def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
-    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
-        identity.encode(), incarnation, session, original)
 
 
 class Secured:

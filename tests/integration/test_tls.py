@@ -24,6 +24,7 @@ import pytest
 from kazoo.client import KazooState
 from kazoo.handlers.threading import KazooTimeoutError
 
+from checkpoints import forged_tag
 from test_identity import Jm, hard_kill, time_to_leadership
 from zkharness import (TlsCerts, ZkServer, default_zkwarden_bin, four_letter, four_letter_tls, run_bounded,
                        wait_until)
@@ -250,11 +251,6 @@ def test_sidecar_registry_and_fence_through_tls(certs, tls_zk, zkwarden_factory,
 
 
 # ------------------------------------------------------------ the lock report under TLS
-
-def forged_tag(identity, incarnation, session=0x1234, original=b"127.0.0.1"):
-    """Lock data as a zkwarden of that identity and incarnation tags it."""
-    return b"zkwarden-lock 1 identity=%s incarnation=%d session=0x%x\n%s" % (
-        identity.encode(), incarnation, session, original)
 
 
 def test_lock_report_under_tls(certs, tls_zk, zkwarden_factory, kazoo_factory, tmp_path):
