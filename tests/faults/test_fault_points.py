@@ -38,7 +38,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 import rawzk
-from zkharness import TlsCerts, Zkwarden, ZkServer, wait_until
+from zkharness import REPO, TlsCerts, Zkwarden, ZkServer, wait_until
 from checkpoints import forged_tag
 
 pytestmark = pytest.mark.zkwarden
@@ -51,15 +51,16 @@ IDENTITY_SEQ = iter(range(1, 1 << 30))
 
 
 def fault_binary():
-    b = os.environ.get("ZKW_BIN", "")
-    if not b or not os.access(b, os.X_OK):
-        pytest.skip("ZKW_BIN not set")
-    out = os.popen("strings -a %s | grep -c 'ZKW_TEST_FAULT'" % b).read().strip()
-    if out in ("", "0"):
-        pytest.skip("%s was built without -DZKW_FAULT_INJECTION=ON" % b)
+    """The zkwarden with the fault-injection seam: ZKW_BIN (tests/run.sh
+    passes its build-asan, configured with -DZKW_FAULT_INJECTION=ON), else
+    build-asan/zkwarden. A binary without the seam is a failure, not a skip:
+    the failure points would go untested."""
+    b = os.environ.get("ZKW_BIN") or str(REPO / "build-asan" / "zkwarden")
+    assert os.access(b, os.X_OK), "%s not built (tests/run.sh builds build-asan with the seam)" % b
+    with open(b, "rb") as f:
+        assert b"ZKW_TEST_FAULT" in f.read(), (
+            "%s was built without -DZKW_FAULT_INJECTION=ON: run with ZKW_BIN=build-asan/zkwarden" % b)
     return b
-
-
 
 
 def kazoo(hostport, timeout=6.0, **tls):
