@@ -72,6 +72,9 @@ struct zkw_hostport {
     "grace before a session whose JobManager connection dropped is fenced, ms; 0 disables")                  \
   X(sweep_interval_s, "ZKWARDEN_SWEEP_INTERVAL_S", "300", uint, 0, 86400,                                    \
     "periodic sweep of this identity's stale locks, s; 0 disables")                                          \
+  X(session_move, "ZKWARDEN_SESSION_MOVE", "on", onoff, 0, 0,                                                \
+    "on: when the server a session is on goes away or goes silent, zkwarden moves the session to another "   \
+    "server while its client stays connected (off: the client's connection is dropped, as direct)")          \
   X(zombie_move, "ZKWARDEN_ZOMBIE_MOVE", "off", onoff, 0, 0,                                                 \
     "on: after a zombie served by one server alone, later connections try that server last for 10 min")      \
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
@@ -92,6 +95,7 @@ struct zkw_config {
   uint32_t handshake_timeout_ms;
   uint32_t max_clients;
   bool upstream_tls;
+  bool session_move;
   bool zombie_move;
   const char *tls_ca_file; /* "" when unset, like the other paths */
   const char *tls_cert_file;

@@ -39,6 +39,12 @@ static const char *const kind_names[ZKW_ACTION_KIND_COUNT] = {
 #undef ZKW_X_AKIND
 };
 
+static const char *const move_names[ZKW_MOVE_OUTCOME_COUNT] = {
+#define ZKW_X_MOVE(name, str) str,
+    ZKW_MOVE_OUTCOMES(ZKW_X_MOVE)
+#undef ZKW_X_MOVE
+};
+
 const char *zkw_action_kind_name(int kind) {
   return kind >= 0 && kind < ZKW_ACTION_KIND_COUNT ? kind_names[kind] : "unknown";
 }
@@ -125,9 +131,35 @@ static int render_counter_kind(struct zkw_buf *b, const char *name, const uint64
   return 0;
 }
 
+static int render_counter_move(struct zkw_buf *b, const char *name, const uint64_t *v) {
+  for (int i = 0; i < ZKW_MOVE_OUTCOME_COUNT; i++)
+    TRY(zkw_text_printf(b, "%s{outcome=\"%s\"} %llu\n", name, move_names[i], (unsigned long long)v[i]));
+  return 0;
+}
+
 static int render_counter_dir(struct zkw_buf *b, const char *name, const uint64_t *v) {
   for (int i = 0; i < ZKW_DIR_COUNT; i++)
     TRY(zkw_text_printf(b, "%s{direction=\"%s\"} %llu\n", name, dir_names[i], (unsigned long long)v[i]));
+  return 0;
+}
+
+/* One histogram's samples; label: `op="..."` or empty. */
+static int render_histogram(struct zkw_buf *b, const char *name, const char *label,
+                            const struct zkw_histogram *h) {
+  const char *sep = *label ? "," : "";
+  uint64_t cum = 0;
+  for (int k = 0; k < ZKW_LATENCY_BOUNDS; k++) {
+    cum += h->bucket[k];
+    TRY(zkw_text_printf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, label, sep, latency_le[k],
+                        (unsigned long long)cum));
+  }
+  cum += h->bucket[ZKW_LATENCY_BOUNDS];
+  TRY(zkw_text_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep, (unsigned long long)cum));
+  const char *open = *label ? "{" : "", *close = *label ? "}" : "";
+  TRY(zkw_text_printf(b, "%s_sum%s%s%s %llu.%09llu\n", name, open, label, close,
+                      (unsigned long long)(h->sum_ns / 1000000000u),
+                      (unsigned long long)(h->sum_ns % 1000000000u)));
+  TRY(zkw_text_printf(b, "%s_count%s%s%s %llu\n", name, open, label, close, (unsigned long long)h->count));
   return 0;
 }
 
@@ -136,37 +168,33 @@ static int render_counter_dir(struct zkw_buf *b, const char *name, const uint64_
 static int render_histogram_op(struct zkw_buf *b, const char *name, const struct zkw_histogram *h) {
   for (int i = 0; i < ZKW_OP_COUNT; i++) {
     if (!h[i].count) continue;
-    uint64_t cum = 0;
-    for (int k = 0; k < ZKW_LATENCY_BOUNDS; k++) {
-      cum += h[i].bucket[k];
-      TRY(zkw_text_printf(b, "%s_bucket{op=\"%s\",le=\"%s\"} %llu\n", name, op_names[i], latency_le[k],
-                          (unsigned long long)cum));
-    }
-    cum += h[i].bucket[ZKW_LATENCY_BOUNDS];
-    TRY(zkw_text_printf(b, "%s_bucket{op=\"%s\",le=\"+Inf\"} %llu\n", name, op_names[i],
-                        (unsigned long long)cum));
-    TRY(zkw_text_printf(b, "%s_sum{op=\"%s\"} %llu.%09llu\n", name, op_names[i],
-                        (unsigned long long)(h[i].sum_ns / 1000000000u),
-                        (unsigned long long)(h[i].sum_ns % 1000000000u)));
-    TRY(zkw_text_printf(b, "%s_count{op=\"%s\"} %llu\n", name, op_names[i], (unsigned long long)h[i].count));
+    char label[64];
+    snprintf(label, sizeof label, "op=\"%s\"", op_names[i]);
+    TRY(render_histogram(b, name, label, &h[i]));
   }
   return 0;
+}
+
+static int render_histogram_none(struct zkw_buf *b, const char *name, struct zkw_histogram h) {
+  return render_histogram(b, name, "", &h);
 }
 
 #define ZKW_MTYPE_COUNTER   "counter"
 #define ZKW_MTYPE_GAUGE     "gauge"
 #define ZKW_MTYPE_HISTOGRAM "histogram"
 
-#define ZKW_MRENDER_COUNTER_NONE  render_counter_none
-#define ZKW_MRENDER_COUNTER_OP    render_counter_op
-#define ZKW_MRENDER_COUNTER_CLOSE render_counter_close
-#define ZKW_MRENDER_COUNTER_DIR   render_counter_dir
-#define ZKW_MRENDER_COUNTER_RFAIL render_counter_rfail
-#define ZKW_MRENDER_COUNTER_KIND  render_counter_kind
-#define ZKW_MRENDER_COUNTER_MSEC  render_counter_msec
-#define ZKW_MRENDER_GAUGE_NONE    render_gauge_none
-#define ZKW_MRENDER_GAUGE_BUILD   render_gauge_build
-#define ZKW_MRENDER_HISTOGRAM_OP  render_histogram_op
+#define ZKW_MRENDER_COUNTER_NONE   render_counter_none
+#define ZKW_MRENDER_COUNTER_OP     render_counter_op
+#define ZKW_MRENDER_COUNTER_CLOSE  render_counter_close
+#define ZKW_MRENDER_COUNTER_DIR    render_counter_dir
+#define ZKW_MRENDER_COUNTER_RFAIL  render_counter_rfail
+#define ZKW_MRENDER_COUNTER_KIND   render_counter_kind
+#define ZKW_MRENDER_COUNTER_MSEC   render_counter_msec
+#define ZKW_MRENDER_GAUGE_NONE     render_gauge_none
+#define ZKW_MRENDER_GAUGE_BUILD    render_gauge_build
+#define ZKW_MRENDER_COUNTER_MOVE   render_counter_move
+#define ZKW_MRENDER_HISTOGRAM_OP   render_histogram_op
+#define ZKW_MRENDER_HISTOGRAM_NONE render_histogram_none
 
 int zkw_metrics_render(struct zkw_buf *out) {
 #define ZKW_X_RENDER(field, type, labels, name, help)                                                        \
@@ -184,6 +212,7 @@ enum {
   LABELS_CLOSE,
   LABELS_RFAIL,
   LABELS_KIND,
+  LABELS_MOVE,
   LABELS_DIR,
   LABELS_BUILD
 };
@@ -209,6 +238,11 @@ static void print_labels(FILE *out, int labels) {
     fprintf(out, "`kind`:");
     for (int i = 0; i < ZKW_ACTION_KIND_COUNT; i++)
       fprintf(out, "%s `%s`", i ? "," : "", kind_names[i]);
+    break;
+  case LABELS_MOVE:
+    fprintf(out, "`outcome`:");
+    for (int i = 0; i < ZKW_MOVE_OUTCOME_COUNT; i++)
+      fprintf(out, "%s `%s`", i ? "," : "", move_names[i]);
     break;
   case LABELS_DIR:
     fprintf(out, "`direction`: `%s`, `%s`", dir_names[0], dir_names[1]);

@@ -79,6 +79,24 @@ enum zkw_reclaim_failure {
   X(ORPHAN_FENCE, "orphan_fence")                                                                            \
   X(ZOMBIE, "zombie")
 
+/* How a session move ended (label outcome= of zkwarden_session_moves_total,
+ * zkw_move.c). X(name, "outcome as shown") */
+#define ZKW_MOVE_OUTCOMES(X)                                                                                 \
+  X(MOVED, "moved")                                                                                          \
+  X(EXPIRED, "expired")                                                                                      \
+  X(TIMED_OUT, "timed_out")                                                                                  \
+  X(FAILED, "failed")                                                                                        \
+  X(NOT_MOVABLE, "not_movable")
+
+/* clang-format off */
+enum zkw_move_outcome {
+#define ZKW_X_MOVE(name, str) ZKW_MOVE_##name,
+  ZKW_MOVE_OUTCOMES(ZKW_X_MOVE)
+#undef ZKW_X_MOVE
+  ZKW_MOVE_OUTCOME_COUNT
+};
+/* clang-format on */
+
 /* clang-format off */
 enum zkw_action_kind {
 #define ZKW_X_AKIND(name, str) ZKW_ACTION_##name,
@@ -127,10 +145,9 @@ struct zkw_histogram {
  *   type:   COUNTER, GAUGE or HISTOGRAM
  *   labels: NONE; OP (op="<opcode name from ZKW_OPCODES>"); CLOSE
  *           (reason="<ZKW_CLOSE_CLASSES>"); RFAIL (reason="<ZKW_RECLAIM_FAILURES>"); KIND
- *           (kind="<ZKW_ACTION_KINDS>"); MSEC (none: counted in milliseconds, shown in
- *           seconds); DIR (direction=
- *           "client_to_upstream"|"upstream_to_client"); BUILD (version=)
- * Help texts are one line without backslashes (they are written verbatim). */
+ *           (kind="<ZKW_ACTION_KINDS>"); MOVE (outcome="<ZKW_MOVE_OUTCOMES>"); MSEC (none: counted in
+ * milliseconds, shown in seconds); DIR (direction= "client_to_upstream"|"upstream_to_client"); BUILD
+ * (version=) Help texts are one line without backslashes (they are written verbatim). */
 #define ZKW_METRICS(X)                                                                                       \
   X(build_info, GAUGE, BUILD, "zkwarden_build_info", "Always 1; the version label is the zkwarden version.") \
   X(start_time, GAUGE, NONE, "zkwarden_start_time_seconds",                                                  \
@@ -220,22 +237,30 @@ struct zkw_histogram {
   X(lock_walks, COUNTER, NONE, "zkwarden_lock_walks_total",                                                  \
     "Walks of the lock roots started for GET / and /v1/locks (one at a time; a report answers 5 s of "       \
     "requests).")                                                                                            \
+  X(session_moves, COUNTER, MOVE, "zkwarden_session_moves_total",                                            \
+    "Sessions whose server went away or silent, by outcome: moved to another server with the client kept "   \
+    "connected, expired on the ensemble, out of the client's time, failed (no server took it), or not "      \
+    "movable (SASL, read-only, a request held by zkwarden); all but moved drop the client as direct.")       \
+  X(session_move_duration, HISTOGRAM, NONE, "zkwarden_session_move_seconds",                                 \
+    "Time from losing a session's server to the session confirmed and restored on another one.")             \
   X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
     "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \
     "Admin connections refused because the connection limit was reached.")
 
 /* Storage of one row, by type and labels. */
-#define ZKW_MSTORE_COUNTER_NONE(f)  uint64_t f;
-#define ZKW_MSTORE_COUNTER_OP(f)    uint64_t f[ZKW_OP_COUNT];
-#define ZKW_MSTORE_COUNTER_CLOSE(f) uint64_t f[ZKW_CLOSE_COUNT];
-#define ZKW_MSTORE_COUNTER_DIR(f)   uint64_t f[ZKW_DIR_COUNT];
-#define ZKW_MSTORE_COUNTER_RFAIL(f) uint64_t f[ZKW_RFAIL_COUNT];
-#define ZKW_MSTORE_COUNTER_KIND(f)  uint64_t f[ZKW_ACTION_KIND_COUNT];
-#define ZKW_MSTORE_COUNTER_MSEC(f)  uint64_t f;
-#define ZKW_MSTORE_GAUGE_NONE(f)    int64_t f;
-#define ZKW_MSTORE_GAUGE_BUILD(f)   int64_t f;
-#define ZKW_MSTORE_HISTOGRAM_OP(f)  struct zkw_histogram f[ZKW_OP_COUNT];
+#define ZKW_MSTORE_COUNTER_NONE(f)   uint64_t f;
+#define ZKW_MSTORE_COUNTER_OP(f)     uint64_t f[ZKW_OP_COUNT];
+#define ZKW_MSTORE_COUNTER_CLOSE(f)  uint64_t f[ZKW_CLOSE_COUNT];
+#define ZKW_MSTORE_COUNTER_DIR(f)    uint64_t f[ZKW_DIR_COUNT];
+#define ZKW_MSTORE_COUNTER_RFAIL(f)  uint64_t f[ZKW_RFAIL_COUNT];
+#define ZKW_MSTORE_COUNTER_KIND(f)   uint64_t f[ZKW_ACTION_KIND_COUNT];
+#define ZKW_MSTORE_COUNTER_MSEC(f)   uint64_t f;
+#define ZKW_MSTORE_GAUGE_NONE(f)     int64_t f;
+#define ZKW_MSTORE_GAUGE_BUILD(f)    int64_t f;
+#define ZKW_MSTORE_COUNTER_MOVE(f)   uint64_t f[ZKW_MOVE_OUTCOME_COUNT];
+#define ZKW_MSTORE_HISTOGRAM_OP(f)   struct zkw_histogram f[ZKW_OP_COUNT];
+#define ZKW_MSTORE_HISTOGRAM_NONE(f) struct zkw_histogram f;
 
 struct zkw_metrics {
 #define ZKW_X_FIELD(field, type, labels, name, help) ZKW_MSTORE_##type##_##labels(field)

@@ -30,6 +30,7 @@ struct zkw_inband {
   struct zkw_session *s;
   uv_timer_t timer;
   struct inband_req *head, *tail; /* sent ones first, in order, then the waiting ones */
+  struct inband_req *lost;        /* sent on a connection that went away: ZCONNECTIONLOSS on the next turn */
   int32_t next_xid;
   bool closed;
 };
@@ -48,14 +49,27 @@ static uint64_t timeout_ms(const struct zkw_session *s) {
 }
 
 static bool sendable(const struct zkw_session *s) {
-  return s->phase == ZKW_PHASE_ACTIVE && s->upstream.connected && s->inband_ok && s->auths == 0 &&
-         !zkw_pending_has(&s->pending, 0, ZKW_OP_SASL, true);
+  return s->phase == ZKW_PHASE_ACTIVE && !s->moving && s->upstream.connected && s->inband_ok &&
+         s->auths == 0 && !zkw_pending_has(&s->pending, 0, ZKW_OP_SASL, true);
 }
 
 static void arm_timer(struct zkw_inband *ib);
 
+/* Finishes the requests lost with their connection (a callback may close
+ * the session). */
+static void finish_lost(struct zkw_inband *ib) {
+  while (ib->lost) {
+    struct inband_req *r = ib->lost;
+    ib->lost = r->next;
+    finish(r, ZCONNECTIONLOSS, NULL);
+    free(r);
+  }
+}
+
 static void timer_cb(uv_timer_t *t) {
   struct zkw_inband *ib = t->data;
+  finish_lost(ib);
+  if (ib->closed) return;
   uint64_t now = uv_now(t->loop);
   for (struct inband_req *r = ib->head; r && r->sent; r = r->next)
     if (r->cb && r->deadline_ms <= now) {
@@ -72,6 +86,7 @@ static void arm_timer(struct zkw_inband *ib) {
   uint64_t soonest = 0;
   for (struct inband_req *r = ib->head; r && r->sent; r = r->next)
     if (r->cb && (!soonest || r->deadline_ms < soonest)) soonest = r->deadline_ms;
+  if (ib->lost) soonest = 1; /* due now */
   if (!soonest) {
     uv_timer_stop(&ib->timer);
     return;
@@ -261,6 +276,7 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
  * whose failure closed the session. */
 static void fail_all_cb(uv_timer_t *t) {
   struct zkw_inband *ib = t->data;
+  finish_lost(ib);
   while (ib->head) {
     struct inband_req *r = ib->head;
     ib->head = r->next;
@@ -276,4 +292,25 @@ void zkw_inband_session_closed(struct zkw_session *s) {
   if (!ib || ib->closed) return;
   ib->closed = true;
   uv_timer_start(&ib->timer, fail_all_cb, 0, 0);
+}
+
+void zkw_inband_connection_lost(struct zkw_session *s) {
+  struct zkw_inband *ib = s->inband;
+  if (!ib || ib->closed) return;
+  struct inband_req **lost_tail = &ib->lost;
+  while (*lost_tail)
+    lost_tail = &(*lost_tail)->next;
+  while (ib->head && ib->head->sent) {
+    struct inband_req *r = ib->head;
+    ib->head = r->next;
+    r->next = NULL;
+    *lost_tail = r;
+    lost_tail = &r->next;
+  }
+  if (!ib->head) ib->tail = NULL;
+  arm_timer(ib);
+}
+
+void zkw_inband_resume(struct zkw_session *s) {
+  if (s->inband && s->inband->head && !s->inband->closed) flush(s->inband);
 }

@@ -99,7 +99,7 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   if (s->srv->hooks && s->srv->hooks->on_close) s->srv->hooks->on_close(s);
   s->phase = ZKW_PHASE_CLOSING;
   s->srv->sessions_open--;
-  if (s->on_closing) s->on_closing(s); /* zkwarden's own requests get a connection loss */
+  if (s->on_closing) s->on_closing(s); /* zkwarden's own requests get a connection loss; the move ends */
   if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
   uv_timer_stop(&s->timer);
@@ -133,7 +133,7 @@ static void write_cb(uv_write_t *req, int status) {
   if (status < 0) {
     if (s->phase == ZKW_PHASE_CLOSING)
       closing_side_done(side);
-    else
+    else if (side->open) /* else: a connection left by a session move (zkw_move.c) */
       zkw_session_write_failed(s, side, status);
     return;
   }

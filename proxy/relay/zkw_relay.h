@@ -17,6 +17,7 @@
 #include "zkw_hooks.h"
 #include "zkw_log.h"
 #include "zkw_pending.h"
+#include "zkw_watches.h"
 
 /* Sizes of a session's names, with the NUL (bounds for their readers). */
 #define ZKW_SESSION_PEER_MAX     64
@@ -102,6 +103,27 @@ struct zkw_session {
   bool held;                    /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
   bool processing;              /* inside process(): resume afterwards, not now */
   bool resume_pending;
+
+  /* Moving the session to another server (zkw_move.h). */
+  uv_timer_t guard;           /* while active: the silence check; while moving: the client's time */
+  struct zkw_watches watches; /* what setWatches re-arms */
+  uint8_t *auth_frames;       /* the client's auth packets (xid -4), for the replay: never logged */
+  size_t auth_len;
+  uint32_t auth_count;
+  int64_t last_zxid;                     /* the highest zxid the client has seen */
+  bool ro_requested;                     /* its ConnectRequest asked for read-only */
+  bool sasl;                             /* it ran a SASL exchange, which cannot be replayed */
+  bool unmovable;                        /* an auth packet could not be kept */
+  bool moving;                           /* the upstream connection is being replaced; client frames wait */
+  bool move_answered;                    /* the new server confirmed the session */
+  bool move_counted;                     /* the move's outcome is counted */
+  uint32_t move_from;                    /* index in ZKWARDEN_UPSTREAM of the server it left */
+  uint32_t move_auths;                   /* replayed auth packets awaiting their reply */
+  uint32_t move_watches;                 /* setWatches frames awaiting their reply */
+  uint32_t move_lost;                    /* requests answered with CONNECTIONLOSS */
+  uint64_t move_t0;                      /* uv_hrtime() when the move began */
+  uint64_t move_deadline_ms;             /* uv_now() by which the client gives up */
+  void (*resume)(struct zkw_session *s); /* zkw_session_resume, for the move's end */
 
   /* zkwarden's own requests on this connection (zkw_inband.c). */
   struct zkw_inband *inband; /* NULL until the first one */
@@ -191,6 +213,10 @@ static inline bool zkw_session_read_only(const struct zkw_session *s) {
   return s->read_only;
 }
 /* Requests awaiting their reply: pending requests, pings and auth packets. */
+/* True while the session is being moved to another server. */
+static inline bool zkw_session_moving(const struct zkw_session *s) {
+  return s->moving;
+}
 static inline uint32_t zkw_session_outstanding(const struct zkw_session *s) {
   return s->pending.count + s->pings + s->auths;
 }

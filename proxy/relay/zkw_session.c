@@ -16,6 +16,7 @@
 #include "zkw_codec.h"
 #include "zkw_inband.h"
 #include "zkw_metrics.h"
+#include "zkw_move.h"
 #include "zkw_pair.h"
 #include "zkw_text.h"
 #include "zkw_tls.h"
@@ -66,6 +67,7 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
       zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
       s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
     }
+    if (side == &s->upstream && s->response_seen && zkw_move_start(s, "failed (TLS error)")) return UV_EPROTO;
     zkw_session_close(s, ZKW_LOG_WARN, "TLS error from %s: %s", side->name, zkw_tls_conn_error(side->tls));
     return UV_EPROTO;
   }
@@ -95,6 +97,11 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     if (side == &s->upstream) s->up_last_read_ms = uv_now(s->srv->loop);
     side->in.len += (size_t)nread;
     process(side);
+  }
+  if (nread < 0 && side == &s->upstream && s->phase == ZKW_PHASE_ACTIVE &&
+      zkw_move_start(s, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread))) {
+    if (side->in.len == 0) zkw_buf_release(&side->in);
+    return;
   }
   if (nread < 0) {
     if (side == &s->client) suspect_silent_upstream(s);
@@ -177,6 +184,7 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   if (req.xid == ZKW_XID_AUTH) {
     if (req.type != ZKW_OP_AUTH) goto reserved;
     zkw_metrics_request(req.type);
+    zkw_move_keep_auth(s, frame, flen);
     s->auths++;
     return ZKW_FORWARD;
   }
@@ -200,7 +208,9 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   }
   zkw_metrics_request(req.type);
   if (req.type == ZKW_OP_CLOSE_SESSION) s->close_sent = true;
+  if (req.type == ZKW_OP_SASL) s->sasl = true;
   if (zkw_pending_push(&s->pending, req.xid, req.type)) return ZKW_E_NOSPACE;
+  zkw_watches_request(&s->watches, &req);
   return action;
 reserved:
   zkw_slog(s, ZKW_LOG_WARN, "bad request from client: xid %d is reserved and cannot carry %s", req.xid,
@@ -259,6 +269,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   const uint8_t *body = frame + 4;
   size_t len = flen - 4;
   if (s->phase == ZKW_PHASE_CONNECTING) return on_connect_response(s, body, corrupt(len, "ConnectResponse"));
+  if (s->moving) return zkw_move_frame(s, body, corrupt(len, "move"));
   int32_t xid = (int32_t)zkw_load_be32(body);
   int32_t op = ZKW_OP_NOTIFICATION;
   int rc;
@@ -299,7 +310,13 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
     return rc;
   }
   zkw_metrics_reply(op);
-  if (op != ZKW_OP_NOTIFICATION) zkw_inband_client_reply(s, op);
+  if (op == ZKW_OP_NOTIFICATION) {
+    zkw_watches_event(&s->watches, &rep.event);
+  } else {
+    if (xid != ZKW_XID_PING && xid != ZKW_XID_AUTH && rep.zxid > s->last_zxid) s->last_zxid = rep.zxid;
+    if (s->watches.armed_head) zkw_watches_reply(&s->watches, xid, rep.err);
+    zkw_inband_client_reply(s, op);
+  }
   if (xid < 0) return ZKW_FORWARD;
   bool at_barrier = s->barrier && xid == s->barrier_xid && op == s->barrier_op;
   bool first = at_barrier && !s->barrier_replayed; /* not the replay's reply */
@@ -340,6 +357,8 @@ static void client_hello(struct zkw_session *s) {
     }
     zkw_slog(s, ZKW_LOG_DEBUG, "connect request: session 0x%llx, timeout %d ms, read-only %d",
              (unsigned long long)req.session_id, req.timeout, req.read_only);
+    s->ro_requested = req.read_only;
+    s->last_zxid = req.last_zxid_seen;
     if (s->srv->hooks && s->srv->hooks->on_connect_request &&
         s->srv->hooks->on_connect_request(s, &req) == ZKW_HOLD) {
       s->held = true;
@@ -367,7 +386,8 @@ static void frame_bounds(const struct zkw_session *s, bool from_client, uint32_t
     *min = s->phase == ZKW_PHASE_HANDSHAKE ? ZKW_CONNECT_REQ_MIN : ZKW_MIN_REQUEST;
     *max = s->phase == ZKW_PHASE_HANDSHAKE ? ZKW_CONNECT_REQ_MAX : cfg->max_frame;
   } else {
-    *min = s->phase == ZKW_PHASE_CONNECTING ? ZKW_CONNECT_RESP_MIN : ZKW_MIN_REPLY;
+    *min = s->phase == ZKW_PHASE_CONNECTING || (s->moving && !s->move_answered) ? ZKW_CONNECT_RESP_MIN
+                                                                                : ZKW_MIN_REPLY;
     *max = cfg->max_reply_frame;
   }
 }
@@ -445,6 +465,11 @@ static void process_side(struct zkw_side *side) {
   /* One timestamp per read batch: request latency and upstream liveness. */
   s->pending.now = uv_hrtime();
   if (!from_client) upstream_seen_ns = s->pending.now;
+  /* While the session moves, the client's frames (its pings too) wait. */
+  if (from_client && s->moving) {
+    if (side->in.len > WAITING_READ_MAX) zkw_side_stop_reading(side);
+    return;
+  }
   /* The client's bytes wait until the upstream connection is up. */
   if (from_client && !peer->connected) {
     if (!s->upstream_started)
@@ -525,6 +550,7 @@ static void process(struct zkw_side *side) {
     if (s->upstream.connected) process_side(&s->upstream);
   }
   s->processing = false;
+  zkw_move_watch_silence(s);
 }
 
 void zkw_session_resume(struct zkw_session *s) {
@@ -594,6 +620,12 @@ static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
     zkw_text_sockaddr((const struct sockaddr *)&ss, out, len);
 }
 
+/* What the session's modules do when it closes. */
+static void session_closing(struct zkw_session *s) {
+  zkw_inband_session_closed(s); /* zkwarden's own requests get a connection loss */
+  zkw_move_session_closed(s);
+}
+
 struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   size_t policy = srv->hooks ? srv->hooks->session_size : 0;
   struct zkw_session *s = zkw_calloc(1, sizeof *s + policy);
@@ -604,13 +636,16 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   s->client = (struct zkw_side){.s = s, .name = "client"};
   s->upstream = (struct zkw_side){.s = s, .name = "upstream"};
   s->on_read = read_cb;
-  s->on_closing = zkw_inband_session_closed;
+  s->on_closing = session_closing;
+  s->resume = zkw_session_resume;
   zkw_pending_init(&s->pending);
   uv_tcp_init(srv->loop, &s->client.tcp);
   s->client.tcp.data = &s->client;
   uv_timer_init(srv->loop, &s->timer);
   s->timer.data = s;
-  s->handles = 2;
+  uv_timer_init(srv->loop, &s->guard);
+  s->guard.data = s;
+  s->handles = 3;
   s->client.open = true;
   s->next = srv->sessions;
   if (srv->sessions) srv->sessions->prev = s;
@@ -633,6 +668,7 @@ int zkw_session_accept(struct zkw_server *srv) {
     /* zkwarden's own session through the internal relay: not a client. */
     uv_unref((uv_handle_t *)&s->client.tcp);
     uv_unref((uv_handle_t *)&s->timer);
+    uv_unref((uv_handle_t *)&s->guard);
   } else {
     ZKW_METRIC_INC(connections_accepted);
   }

@@ -212,6 +212,12 @@ def ready(proxy):
         return False
 
 
+def session_moves(proxy):
+    """zkwarden_session_moves_total by outcome."""
+    prefix = 'zkwarden_session_moves_total{outcome="'
+    return {k[len(prefix):-2]: int(v) for k, v in proxy.metrics().items() if k.startswith(prefix)}
+
+
 def nfds(proxy):
     return len(os.listdir("/proc/%d/fd" % proxy.proc.pid))
 
@@ -388,17 +394,33 @@ def test_jm_state_sequence(span, fault, ensemble, relays, zkwarden_factory, java
     marks = [jm.mark() for jm in jms]
 
     if span == "short":
-        # The server each session is on goes away; the others stay.
+        # The server each session is on goes away; the others stay. Direct,
+        # the client notices at its read timeout and reconnects to a
+        # survivor: SUSPENDED, RECONNECTED. Through zkwarden the session
+        # moves to a survivor while the client stays connected: nothing.
         cut = [wait_until(p.relay_of_session, 10, what="%s: the session's relay" % p.kind) for p in paths]
         t0 = time.monotonic()
         set_modes(cut, fault)
-        for p, jm, m in zip(paths, jms, marks):
-            jm.wait_line(lambda l: l.startswith("STATE RECONNECTED"), 4 * SESSION_MS / 1000, since=m,
-                         what="%s: RECONNECTED" % p.kind)
+        jms[0].wait_line(lambda l: l.startswith("STATE RECONNECTED"), 4 * SESSION_MS / 1000, since=marks[0],
+                         what="direct: RECONNECTED")
+        proxy = paths[1].proxy
+        wait_until(lambda: session_moves(proxy).get("moved", 0) >= 1, 4 * SESSION_MS / 1000,
+                   what="zkwarden: the session moved")
+        moved_to = wait_until(paths[1].relay_of_session, 10, what="zkwarden: the session's new relay")
+        assert moved_to is not cut[1], "zkwarden: the session is still on the cut server"
+        # Absence of a state change can only be seen by time: past the
+        # client's read timeout (two thirds of the session timeout) after the
+        # cut, a SUSPENDED would have been reported.
+        time.sleep(max(0.0, t0 + SESSION_MS / 1000 - time.monotonic()))
+        m = jms[1].mark()
+        jms[1].proc.stdin.write("LOCK /%s/zkwarden/after-move\n" % tag)
+        jms[1].proc.stdin.flush()
+        _, done = jms[1].wait_line(lambda l: l.startswith("DONE LOCK"), 20, since=m, what="a lock after the move")
+        assert done.endswith(" ok"), done
         healed_after = time.monotonic() - t0
         set_modes(cut, "pass")
         assert healed_after < SESSION_MS / 1000 + 2, healed_after
-        want = ["SUSPENDED", "RECONNECTED"]
+        want = {"direct": ["SUSPENDED", "RECONNECTED"], "zkwarden": []}
     else:
         cut = [r for p in paths for r in p.relays]
         t0 = time.monotonic()
@@ -411,10 +433,16 @@ def test_jm_state_sequence(span, fault, ensemble, relays, zkwarden_factory, java
         for p, jm, m in zip(paths, jms, marks):
             jm.wait_line(lambda l: l.startswith("STATE RECONNECTED"), 30, since=m,
                          what="%s: RECONNECTED after LOST" % p.kind)
-        want = ["SUSPENDED", "LOST", "RECONNECTED"]
+        want = {kind: ["SUSPENDED", "LOST", "RECONNECTED"] for kind in ("direct", "zkwarden")}
 
     after = {}
     for p, jm, m in zip(paths, jms, marks):
+        if not want[p.kind]:  # never left: leading throughout
+            assert not [l for _, l in jm.lines[m:] if l == "LEADER false"], "%s: leadership revoked:\n%s" % (
+                p.kind, jm.output())
+            after[p.kind] = jm.sid()
+            assert after[p.kind][1], "%s: not leading after the move" % p.kind
+            continue
         # Leadership comes back (the latch re-creates its node on RECONNECTED).
         rec = jm.mark() - 1
         while not jm.lines[rec][1].startswith("STATE RECONNECTED"):
@@ -426,8 +454,8 @@ def test_jm_state_sequence(span, fault, ensemble, relays, zkwarden_factory, java
         after[p.kind] = jm.sid()
     seqs = {p.kind: jm.states(m) for p, jm, m in zip(paths, jms, marks)}
     # Direct first: the fault does what the test says it does.
-    assert seqs["direct"] == want, "direct:\n" + jms[0].output()
-    assert seqs["zkwarden"] == seqs["direct"], "through zkwarden:\n" + jms[1].output()
+    assert seqs["direct"] == want["direct"], "direct:\n" + jms[0].output()
+    assert seqs["zkwarden"] == want["zkwarden"], "through zkwarden:\n" + jms[1].output()
     for kind in ("direct", "zkwarden"):
         same = after[kind][0] == before[kind][0]
         assert same == (span == "short"), "%s: session %s -> %s" % (kind, before[kind][0], after[kind][0])

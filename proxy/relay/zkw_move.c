@@ -1,0 +1,339 @@
+/* zkw_move.c: moving a session to another server (see zkw_move.h): when to
+ * move, the re-attach, the restore, and the bound of the client's time. */
+#include "zkw_fault.h"
+#include "zkw_move.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_codec.h"
+#include "zkw_encode.h"
+#include "zkw_inband.h"
+#include "zkw_metrics.h"
+#include "zkw_pair.h"
+#include "zkw_tls.h"
+#include "zkw_upstream.h"
+
+/* The move ends this long before the client's read timeout at the latest:
+ * its pings, waiting meanwhile, must still get their answers in time. */
+#define MOVE_MARGIN_MS 200
+
+/* The client's read timeout: two thirds of the session timeout. */
+static uint64_t read_timeout_ms(const struct zkw_session *s) {
+  return (uint64_t)s->timeout * 2 / 3;
+}
+
+static void count(struct zkw_session *s, enum zkw_move_outcome outcome) {
+  if (s->move_counted) return;
+  s->move_counted = true;
+  zkw_metrics.session_moves[outcome]++;
+}
+
+/* Why this session cannot move, or NULL. */
+static const char *not_movable(const struct zkw_session *s) {
+  if (s->sasl) return "a SASL session (its exchange cannot be replayed)";
+  if (s->read_only || s->ro_requested) return "a read-only session";
+  if (s->unmovable || s->watches.lost) return "its auth packets or watches could not all be kept";
+  if (s->barrier || s->held) return "a request is held by zkwarden";
+  return NULL;
+}
+
+static void give_up(struct zkw_session *s, enum zkw_move_outcome outcome, uint8_t close_class,
+                    const char *why) {
+  count(s, outcome);
+  s->close_class = close_class;
+  zkw_session_close(s, ZKW_LOG_INFO, "session not moved: %s", why);
+}
+
+static void budget_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  if (!s->moving || s->phase == ZKW_PHASE_CLOSING) return;
+  give_up(s, ZKW_MOVE_TIMED_OUT, ZKW_CLOSE_UPSTREAM_UNREACHABLE,
+          "no server confirmed it before the client's read timeout");
+}
+
+static void connected_cb(struct zkw_session *s);
+
+/* Closes the current upstream connection; connecting goes on once it is
+ * closed (the handle is reused). */
+static void closed_cb(uv_handle_t *h) {
+  struct zkw_session *s = ((struct zkw_side *)h->data)->s;
+  bool closing = s->phase == ZKW_PHASE_CLOSING;
+  zkw_session_unref(s); /* frees s only when closing */
+  if (closing) return;
+  zkw_upstream_connect(s, connected_cb);
+}
+
+static void drop_connection(struct zkw_session *s) {
+  struct zkw_side *up = &s->upstream;
+  uv_timer_stop(&s->timer);
+  if (up->reading) uv_read_stop((uv_stream_t *)&up->tcp);
+  up->reading = false;
+  up->paused = false;
+  up->connected = false;
+  zkw_buf_release(&up->in);
+  zkw_buf_release(&up->out); /* requests not yet written: answered with CONNECTIONLOSS */
+  if (up->tls) {
+    zkw_tls_conn_free(up->tls);
+    up->tls = NULL;
+  }
+  s->move_answered = false;
+  if (up->open) {
+    up->open = false; /* a write in flight ends in write_cb, ignored */
+    uv_close((uv_handle_t *)&up->tcp, closed_cb);
+  } else {
+    zkw_session_ref(s); /* what closed_cb gives back */
+    closed_cb((uv_handle_t *)&up->tcp);
+  }
+}
+
+/* No answer to the handshake from the new server within its share of the
+ * time: the next one. */
+static void handshake_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  if (!s->moving || s->move_answered || s->phase == ZKW_PHASE_CLOSING) return;
+  zkw_slog(s, ZKW_LOG_WARN, "moving: upstream %s did not answer the handshake within %u ms", s->up_name,
+           s->up_handshake_ms);
+  zkw_upstream_suspect(s, (uint64_t)s->timeout);
+  drop_connection(s);
+}
+
+/* Connected to a server (TCP, and TLS when on): the ConnectRequest that
+ * re-attaches the session. */
+static void connected_cb(struct zkw_session *s) {
+  uint8_t frame[4 + ZKW_CONNECT_REQ_MAX];
+  struct zkw_connect_req req = {.protocol_version = 0,
+                                .last_zxid_seen = s->last_zxid,
+                                .timeout = s->timeout,
+                                .session_id = s->session_id,
+                                .passwd = {s->passwd, s->passwd_len},
+                                .has_read_only = true,
+                                .read_only = false};
+  size_t len;
+  int rc = zkw_encode_connect_req(frame, sizeof frame, &req, &len);
+  if (rc == ZKW_OK) rc = zkw_side_send(&s->upstream, frame, len);
+  memset(frame, 0, sizeof frame); /* the password */
+  if (rc) {
+    give_up(s, ZKW_MOVE_FAILED, ZKW_CLOSE_IO_ERROR, "cannot write the ConnectRequest");
+    return;
+  }
+  zkw_side_start_reading(&s->upstream);
+  uv_timer_start(&s->timer, handshake_cb, s->up_handshake_ms, 0);
+}
+
+bool zkw_move_start(struct zkw_session *s, const char *why) {
+  if (s->moving) { /* the new connection ended too */
+    zkw_slog(s, ZKW_LOG_WARN, "moving: upstream %s %s", s->up_name, why);
+    zkw_upstream_suspect(s, (uint64_t)s->timeout);
+    drop_connection(s);
+    return true;
+  }
+  if (s->phase != ZKW_PHASE_ACTIVE || s->close_sent || s->timeout <= 0 || !s->session_id ||
+      !s->srv->cfg->session_move || s->srv->stopping)
+    return false;
+  const char *no = not_movable(s);
+  uint64_t now = uv_now(s->srv->loop);
+  uint64_t deadline = s->up_last_read_ms + read_timeout_ms(s);
+  deadline = deadline > MOVE_MARGIN_MS ? deadline - MOVE_MARGIN_MS : 0;
+  if (!no && deadline <= now) no = "the client's read timeout is too close";
+  if (no) {
+    zkw_metrics.session_moves[ZKW_MOVE_NOT_MOVABLE]++;
+    zkw_slog(s, ZKW_LOG_INFO, "upstream %s %s: not moving %s", s->up_name, why, no);
+    return false;
+  }
+  s->moving = true;
+  s->move_counted = false;
+  s->move_from = s->up_idx;
+  s->move_t0 = uv_hrtime();
+  s->move_deadline_ms = deadline;
+  zkw_slog(s, ZKW_LOG_INFO, "upstream %s %s: moving the session (%llu ms left)", s->up_name, why,
+           (unsigned long long)(deadline - now));
+  zkw_upstream_suspect(s, (uint64_t)s->timeout);
+  zkw_inband_connection_lost(s);
+  zkw_watches_lost_replies(&s->watches);
+  uv_timer_start(&s->guard, budget_cb, deadline - now, 0);
+  drop_connection(s);
+  return true;
+}
+
+/* ---- the restore ---- */
+
+/* Answers the client's requests that were in flight with CONNECTIONLOSS, in
+ * their order (zkwarden's own got theirs from zkw_inband). The policy sees
+ * each answer as the client does. Returns 0 or -1 (closed). */
+static int answer_lost(struct zkw_session *s) {
+  s->move_lost = 0;
+  for (uint32_t i = 0; i < s->pending.count; i++) {
+    struct zkw_pending_entry e = zkw_pending_at(&s->pending, i);
+    if (e.owned) continue;
+    struct zkw_reply rep = {.xid = e.xid, .zxid = s->last_zxid, .err = ZKW_ZERR_CONNECTIONLOSS};
+    uint8_t frame[32];
+    size_t len;
+    int rc = zkw_encode_reply(frame, sizeof frame, &rep, e.op, &len);
+    const struct zkw_hooks *hooks = s->srv->hooks;
+    if (rc == ZKW_OK && hooks && hooks->on_reply) {
+      hooks->on_reply(s, &rep, e.op, false, &s->scratch);
+      zkw_buf_release(&s->scratch); /* the answer is ours, whatever the verdict */
+    }
+    if (rc == ZKW_OK) rc = zkw_side_send(&s->client, frame, len);
+    if (rc) {
+      zkw_session_write_failed(s, &s->client, rc);
+      return -1;
+    }
+    s->move_lost++;
+  }
+  zkw_pending_free(&s->pending);
+  zkw_pending_init(&s->pending);
+  return 0;
+}
+
+/* Writes the auth replay, the setWatches frames and the pings again. */
+static int restore(struct zkw_session *s) {
+  struct zkw_buf frames = {0};
+  int n = zkw_watches_encode(&s->watches, s->last_zxid, &frames);
+  if (n < 0) return -1;
+  s->move_watches = (uint32_t)n;
+  s->move_auths = s->auth_count - s->auths; /* the last s->auths replies are the client's */
+  int rc = zkw_side_send(&s->upstream, s->auth_frames, s->auth_len);
+  if (!rc) rc = zkw_side_send(&s->upstream, frames.data, frames.len);
+  zkw_buf_release(&frames);
+  uint8_t ping[16];
+  size_t len;
+  for (uint32_t i = 0; !rc && i < s->pings; i++)
+    rc = zkw_encode_ping(ping, sizeof ping, &len) == ZKW_OK ? zkw_side_send(&s->upstream, ping, len) : -1;
+  return rc ? -1 : 0;
+}
+
+static void finish(struct zkw_session *s) {
+  s->moving = false;
+  uv_timer_stop(&s->guard);
+  count(s, ZKW_MOVE_MOVED);
+  uint64_t ns = uv_hrtime() - s->move_t0;
+  zkw_histogram_observe(&zkw_metrics.session_move_duration, ns);
+  const struct zkw_hostport *from = &s->srv->cfg->upstream[s->move_from];
+  zkw_slog(s, ZKW_LOG_INFO,
+           "session moved from %s:%s to %s in %llu ms: %u request(s) answered with CONNECTIONLOSS, %u "
+           "watch(es) re-armed, %u auth packet(s) replayed",
+           from->host, from->port, s->up_name, (unsigned long long)(ns / 1000000), s->move_lost,
+           s->watches.count, s->auth_count);
+  s->client.paused = false;
+  zkw_side_start_reading(&s->client);
+  zkw_inband_resume(s);
+  if (s->phase != ZKW_PHASE_CLOSING) s->resume(s);
+}
+
+static int on_response(struct zkw_session *s, const uint8_t *body, size_t len) {
+  struct zkw_connect_resp resp;
+  int rc = zkw_decode_connect_resp(body, len, &resp);
+  if (rc) return rc;
+  uv_timer_stop(&s->timer);
+  if (resp.timeout <= 0 || resp.session_id != s->session_id) {
+    give_up(s, ZKW_MOVE_EXPIRED, ZKW_CLOSE_UPSTREAM_CLOSED,
+            "the ensemble reports it expired (the client learns it when it reconnects)");
+    return ZKW_DROP;
+  }
+  zkw_upstream_answered(s);
+  s->move_answered = true;
+  if (answer_lost(s)) return ZKW_DROP;
+  if (restore(s)) {
+    give_up(s, ZKW_MOVE_FAILED, ZKW_CLOSE_IO_ERROR, "cannot write the restore");
+    return ZKW_DROP;
+  }
+  if (!s->move_auths && !s->move_watches) finish(s);
+  return ZKW_DROP;
+}
+
+int zkw_move_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
+  if (!s->move_answered) return on_response(s, body, len);
+  struct zkw_reply rep;
+  int32_t xid = len >= 4 ? (int32_t)zkw_load_be32(body) : 0;
+  int rc = zkw_decode_reply(body, len, ZKW_OP_NOTIFICATION, &rep);
+  if (rc) return rc;
+  if (xid == ZKW_XID_NOTIFICATION) {
+    zkw_watches_event(&s->watches, &rep.event);
+    return ZKW_FORWARD;
+  }
+  if (xid == ZKW_XID_PING && s->pings) {
+    s->pings--;
+    return ZKW_FORWARD;
+  }
+  if (xid == ZKW_XID_AUTH && s->move_auths) {
+    if (rep.err) {
+      give_up(s, ZKW_MOVE_FAILED, ZKW_CLOSE_UPSTREAM_CLOSED, "the server refused the replayed auth");
+      return ZKW_DROP;
+    }
+    s->move_auths--;
+  } else if (xid == ZKW_XID_AUTH && s->auths) {
+    s->auths--;
+    return ZKW_FORWARD;
+  } else if (xid == ZKW_XID_SET_WATCHES && s->move_watches) {
+    s->move_watches--;
+  } else {
+    zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream while moving: xid %d answers no outstanding request",
+             xid);
+    return ZKW_E_VALUE;
+  }
+  if (!s->move_auths && !s->move_watches) finish(s);
+  return ZKW_DROP;
+}
+
+/* ---- silence ---- */
+
+static void silence_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  if (s->moving || s->phase != ZKW_PHASE_ACTIVE || !(s->pings || s->pending.count)) return;
+  uint64_t now = uv_now(s->srv->loop), third = (uint64_t)s->timeout / 3;
+  uint64_t silent = now - s->up_last_read_ms;
+  if (silent < third) {
+    uv_timer_start(&s->guard, silence_cb, third - silent, 0);
+    return;
+  }
+  char why[96];
+  snprintf(why, sizeof why, "silent for %llu ms with requests outstanding", (unsigned long long)silent);
+  if (!zkw_move_start(s, why)) return; /* the client's own timeout decides, as before */
+}
+
+void zkw_move_watch_silence(struct zkw_session *s) {
+  if (s->moving || s->phase != ZKW_PHASE_ACTIVE || s->timeout <= 0 || !(s->pings || s->pending.count) ||
+      uv_is_active((uv_handle_t *)&s->guard) || !s->srv->cfg->session_move)
+    return;
+  uint64_t now = uv_now(s->srv->loop), at = s->up_last_read_ms + (uint64_t)s->timeout / 3;
+  uv_timer_start(&s->guard, silence_cb, at > now ? at - now : 0, 0);
+}
+
+/* ---- what the session keeps for a move ---- */
+
+void zkw_move_keep_auth(struct zkw_session *s, const uint8_t *frame, size_t len) {
+  if (s->unmovable) return;
+  uint8_t *p = zkw_malloc(s->auth_len + len);
+  if (!p) {
+    s->unmovable = true;
+    return;
+  }
+  if (s->auth_len) memcpy(p, s->auth_frames, s->auth_len);
+  memcpy(p + s->auth_len, frame, len);
+  if (s->auth_frames) {
+    memset(s->auth_frames, 0, s->auth_len);
+    free(s->auth_frames);
+  }
+  s->auth_frames = p;
+  s->auth_len += len;
+  s->auth_count++;
+}
+
+static void guard_closed_cb(uv_handle_t *h) {
+  zkw_session_unref(h->data);
+}
+
+void zkw_move_session_closed(struct zkw_session *s) {
+  if (s->moving) count(s, ZKW_MOVE_FAILED);
+  s->moving = false;
+  zkw_watches_free(&s->watches);
+  if (s->auth_frames) {
+    memset(s->auth_frames, 0, s->auth_len);
+    free(s->auth_frames);
+  }
+  s->auth_frames = NULL;
+  s->auth_len = 0;
+  if (!uv_is_closing((uv_handle_t *)&s->guard)) uv_close((uv_handle_t *)&s->guard, guard_closed_cb);
+}
