@@ -17,6 +17,16 @@
 /* The move ends this long before the client's read timeout at the latest:
  * its pings, waiting meanwhile, must still get their answers in time. */
 #define MOVE_MARGIN_MS 200
+/* The first attempt after the server closed or reset the connection waits
+ * this long, as the ZooKeeper client waits before it reconnects: when the
+ * connection was closed because another handle took the session over to
+ * close it (an operator's tool, a fence), that close must win, as it does
+ * direct; a re-attach at once would take the session back. A silent server
+ * is left at once (a third of the session timeout is gone already). */
+#define MOVE_FIRST_DELAY_MS 250u
+/* Pauses between rounds of attempts while no server confirms the session. */
+#define MOVE_RETRY_MIN_MS 50u
+#define MOVE_RETRY_MAX_MS 400u
 
 /* The client's read timeout: two thirds of the session timeout. */
 static uint64_t read_timeout_ms(const struct zkw_session *s) {
@@ -31,6 +41,7 @@ static void count(struct zkw_session *s, enum zkw_move_outcome outcome) {
 
 /* Why this session cannot move, or NULL. */
 static const char *not_movable(const struct zkw_session *s) {
+  if (s->no_move) return "a session zkwarden is closing on the ensemble (fenced)";
   if (s->sasl) return "a SASL session (its exchange cannot be replayed)";
   if (s->read_only || s->ro_requested) return "a read-only session";
   if (s->unmovable || s->watches.lost) return "its auth packets or watches could not all be kept";
@@ -53,6 +64,27 @@ static void budget_cb(uv_timer_t *t) {
 }
 
 static void connected_cb(struct zkw_session *s);
+static void exhausted_cb(struct zkw_session *s);
+
+static void connect_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  if (s->moving && s->phase != ZKW_PHASE_CLOSING) zkw_upstream_connect(s, connected_cb, exhausted_cb);
+}
+
+/* The next attempt: at once after the first loss, then after a pause that
+ * doubles up to MOVE_RETRY_MAX_MS (an ensemble electing a leader refuses
+ * every connection for a second or two). */
+static void connect_soon(struct zkw_session *s) {
+  uint64_t ms =
+      s->move_tries ? MOVE_RETRY_MIN_MS << (s->move_tries < 4 ? s->move_tries - 1 : 3) : s->move_first_ms;
+  s->move_tries++;
+  uv_timer_start(&s->timer, connect_cb, ms < MOVE_RETRY_MAX_MS ? ms : MOVE_RETRY_MAX_MS, 0);
+}
+
+/* No server took the connection: again, until the client's time is up. */
+static void exhausted_cb(struct zkw_session *s) {
+  connect_soon(s);
+}
 
 /* Closes the current upstream connection; connecting goes on once it is
  * closed (the handle is reused). */
@@ -61,7 +93,7 @@ static void closed_cb(uv_handle_t *h) {
   bool closing = s->phase == ZKW_PHASE_CLOSING;
   zkw_session_unref(s); /* frees s only when closing */
   if (closing) return;
-  zkw_upstream_connect(s, connected_cb);
+  connect_soon(s);
 }
 
 static void drop_connection(struct zkw_session *s) {
@@ -121,9 +153,9 @@ static void connected_cb(struct zkw_session *s) {
   uv_timer_start(&s->timer, handshake_cb, s->up_handshake_ms, 0);
 }
 
-bool zkw_move_start(struct zkw_session *s, const char *why) {
+bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   if (s->moving) { /* the new connection ended too */
-    zkw_slog(s, ZKW_LOG_WARN, "moving: upstream %s %s", s->up_name, why);
+    zkw_slog(s, ZKW_LOG_INFO, "moving: upstream %s %s", s->up_name, why);
     zkw_upstream_suspect(s, (uint64_t)s->timeout);
     drop_connection(s);
     return true;
@@ -143,6 +175,8 @@ bool zkw_move_start(struct zkw_session *s, const char *why) {
   }
   s->moving = true;
   s->move_counted = false;
+  s->move_tries = 0;
+  s->move_first_ms = silent ? 0 : MOVE_FIRST_DELAY_MS;
   s->move_from = s->up_idx;
   s->move_t0 = uv_hrtime();
   s->move_deadline_ms = deadline;
@@ -288,9 +322,11 @@ static void silence_cb(uv_timer_t *t) {
     uv_timer_start(&s->guard, silence_cb, third - silent, 0);
     return;
   }
+  if (s->move_refused_at == s->up_last_read_ms) return; /* this silence was judged already */
+  s->move_refused_at = s->up_last_read_ms;
   char why[96];
   snprintf(why, sizeof why, "silent for %llu ms with requests outstanding", (unsigned long long)silent);
-  if (!zkw_move_start(s, why)) return; /* the client's own timeout decides, as before */
+  if (!zkw_move_start(s, why, true)) return; /* the client's own timeout decides, as before */
 }
 
 void zkw_move_watch_silence(struct zkw_session *s) {

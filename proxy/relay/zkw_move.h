@@ -33,10 +33,11 @@
 
 #include "zkw_relay.h"
 
-/* The session's upstream connection ended (why: for the log line). Returns
+/* The session's upstream connection ended, or went silent (why: for the
+ * log line; silent: no pause before the first attempt). Returns
  * true if the session is moving: the caller must not close it (during a
  * move: the next server is tried); false: the caller closes it as before. */
-bool zkw_move_start(struct zkw_session *s, const char *why) __attribute__((warn_unused_result));
+bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) __attribute__((warn_unused_result));
 /* An upstream frame (body after the length) while moving: ZKW_DROP (taken
  * by the move), ZKW_FORWARD (for the client: a notification, its own ping or
  * auth reply), or a negative codec status. */

@@ -73,8 +73,9 @@ struct zkw_session {
   uint32_t up_suspects;                    /* bit i: upstream i was suspect when connecting began */
   uint64_t up_last_read_ms;                /* uv_now() of the upstream's last bytes (or its connect) */
   uint32_t up_handshake_ms;                /* bound on the wait for the ConnectResponse */
-  void (*up_ready)(struct zkw_session *s); /* zkw_upstream_connect's callback */
-  char up_name[ZKW_SESSION_UPSTREAM_MAX];  /* host:port of the current upstream, for logs */
+  void (*up_ready)(struct zkw_session *s); /* zkw_upstream_connect's callbacks */
+  void (*up_exhausted)(struct zkw_session *s);
+  char up_name[ZKW_SESSION_UPSTREAM_MAX]; /* host:port of the current upstream, for logs */
 
   /* The ZooKeeper session, from the handshake. */
   int64_t session_id;
@@ -110,19 +111,23 @@ struct zkw_session {
   uint8_t *auth_frames;       /* the client's auth packets (xid -4), for the replay: never logged */
   size_t auth_len;
   uint32_t auth_count;
-  int64_t last_zxid;                     /* the highest zxid the client has seen */
-  bool ro_requested;                     /* its ConnectRequest asked for read-only */
-  bool sasl;                             /* it ran a SASL exchange, which cannot be replayed */
-  bool unmovable;                        /* an auth packet could not be kept */
-  bool moving;                           /* the upstream connection is being replaced; client frames wait */
-  bool move_answered;                    /* the new server confirmed the session */
-  bool move_counted;                     /* the move's outcome is counted */
-  uint32_t move_from;                    /* index in ZKWARDEN_UPSTREAM of the server it left */
-  uint32_t move_auths;                   /* replayed auth packets awaiting their reply */
-  uint32_t move_watches;                 /* setWatches frames awaiting their reply */
-  uint32_t move_lost;                    /* requests answered with CONNECTIONLOSS */
-  uint64_t move_t0;                      /* uv_hrtime() when the move began */
-  uint64_t move_deadline_ms;             /* uv_now() by which the client gives up */
+  int64_t last_zxid;         /* the highest zxid the client has seen */
+  bool ro_requested;         /* its ConnectRequest asked for read-only */
+  bool sasl;                 /* it ran a SASL exchange, which cannot be replayed */
+  bool unmovable;            /* an auth packet could not be kept */
+  bool no_move;              /* the policy closes this session elsewhere (zkw_session_forbid_move) */
+  bool moving;               /* the upstream connection is being replaced; client frames wait */
+  bool move_answered;        /* the new server confirmed the session */
+  bool move_counted;         /* the move's outcome is counted */
+  uint32_t move_from;        /* index in ZKWARDEN_UPSTREAM of the server it left */
+  uint32_t move_auths;       /* replayed auth packets awaiting their reply */
+  uint32_t move_watches;     /* setWatches frames awaiting their reply */
+  uint32_t move_lost;        /* requests answered with CONNECTIONLOSS */
+  uint32_t move_tries;       /* connections that did not confirm the session */
+  uint32_t move_first_ms;    /* the wait before the first attempt */
+  uint64_t move_t0;          /* uv_hrtime() when the move began */
+  uint64_t move_deadline_ms; /* uv_now() by which the client gives up */
+  uint64_t move_refused_at;  /* up_last_read_ms of the silence a move was refused for */
   void (*resume)(struct zkw_session *s); /* zkw_session_resume, for the move's end */
 
   /* zkwarden's own requests on this connection (zkw_inband.c). */

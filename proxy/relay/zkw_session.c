@@ -67,7 +67,8 @@ static int tls_read(struct zkw_side *side, const uv_buf_t *buf, size_t n) {
       zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
       s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
     }
-    if (side == &s->upstream && s->response_seen && zkw_move_start(s, "failed (TLS error)")) return UV_EPROTO;
+    if (side == &s->upstream && s->response_seen && zkw_move_start(s, "failed (TLS error)", false))
+      return UV_EPROTO;
     zkw_session_close(s, ZKW_LOG_WARN, "TLS error from %s: %s", side->name, zkw_tls_conn_error(side->tls));
     return UV_EPROTO;
   }
@@ -98,11 +99,11 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     side->in.len += (size_t)nread;
     process(side);
   }
-  if (nread < 0 && side == &s->upstream && s->phase == ZKW_PHASE_ACTIVE &&
-      zkw_move_start(s, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread))) {
-    if (side->in.len == 0) zkw_buf_release(&side->in);
+  /* A server that closes in the middle of a frame sent a broken reply: the
+   * session is closed as before, not moved. */
+  if (nread < 0 && side == &s->upstream && s->phase == ZKW_PHASE_ACTIVE && !side->in.len &&
+      zkw_move_start(s, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread), false))
     return;
-  }
   if (nread < 0) {
     if (side == &s->client) suspect_silent_upstream(s);
     /* After closeSession the server closes first: still the client's doing. */
@@ -369,7 +370,7 @@ static void client_hello(struct zkw_session *s) {
   uv_timer_stop(&s->timer);
   s->upstream_started = true;
   zkw_side_stop_reading(side);
-  zkw_upstream_connect(s, upstream_ready);
+  zkw_upstream_connect(s, upstream_ready, NULL);
 }
 
 static void handshake_timeout_cb(uv_timer_t *t) {
@@ -589,6 +590,14 @@ const uint8_t *zkw_session_barrier_request(const struct zkw_session *s, size_t *
   if (!s->barrier || s->barrier_frame.len < 4) return NULL;
   *len = s->barrier_frame.len - 4;
   return s->barrier_frame.data + 4;
+}
+
+void zkw_session_forbid_move(struct zkw_session *s) {
+  s->no_move = true;
+  if (s->moving) {
+    s->close_class = ZKW_CLOSE_OTHER;
+    zkw_session_close(s, ZKW_LOG_INFO, "its session is being fenced: not moved");
+  }
 }
 
 bool zkw_session_in_barrier(const struct zkw_session *s) {

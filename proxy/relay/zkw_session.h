@@ -43,6 +43,11 @@ void zkw_session_deliver(struct zkw_session *s);
 const uint8_t *zkw_session_barrier_request(const struct zkw_session *s, size_t *len);
 bool zkw_session_in_barrier(const struct zkw_session *s);
 
+/* The policy is about to close this session on the ensemble from another
+ * connection (a fence): when its connection to the server ends, the
+ * session is not moved (zkw_move.h), and a move under way ends. */
+void zkw_session_forbid_move(struct zkw_session *s);
+
 /* The server's sessions, newest first. */
 struct zkw_session *zkw_session_first(struct zkw_server *srv);
 struct zkw_session *zkw_session_next(struct zkw_session *s);

@@ -197,6 +197,10 @@ static uint32_t pick(const struct zkw_session *s, uint32_t k) {
 static void connect_next(struct zkw_session *s) {
   const struct zkw_config *cfg = s->srv->cfg;
   uint32_t n = (uint32_t)cfg->upstream_count;
+  if (s->up_tried == n && s->up_exhausted) {
+    s->up_exhausted(s);
+    return;
+  }
   if (s->up_tried == n) {
     s->close_class = ZKW_CLOSE_UPSTREAM_UNREACHABLE;
     zkw_session_close(s, ZKW_LOG_ERROR, "no upstream server reachable (tried %u)", n);
@@ -228,8 +232,10 @@ static void connect_next(struct zkw_session *s) {
   zkw_session_ref(s);
 }
 
-void zkw_upstream_connect(struct zkw_session *s, void (*ready)(struct zkw_session *s)) {
+void zkw_upstream_connect(struct zkw_session *s, void (*ready)(struct zkw_session *s),
+                          void (*exhausted)(struct zkw_session *s)) {
   s->up_ready = ready;
+  s->up_exhausted = exhausted;
   struct zkw_server *srv = s->srv;
   uint64_t now = uv_now(srv->loop);
   s->up_first = srv->next_upstream++;

@@ -126,6 +126,10 @@ static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t 
                         uint64_t incarnation, void *orphan) {
   /* An orphan that was re-attached meanwhile is not an orphan. */
   if (orphan && zkw_registry_attached(id, session)) return false;
+  /* A connection of that session still here (a hung JobManager) is closed
+   * by the server when the fence takes the session: it must not move. */
+  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
+    if (zkw_session_id(s) == session && zkw_session_phase(s) != ZKW_PHASE_CLOSING) zkw_session_forbid_move(s);
   struct zkw_fence *f = &id->fence;
   zkw_config_upstream_list(id->srv->cfg, f->hosts, sizeof f->hosts);
   f->session_id = session;

@@ -9,8 +9,10 @@ each kind a JobManager's life through a sidecar is run again and again with
 N = 1, 2, ... until a run completes with nothing injected. The life
 (`lifecycle`): an incarnation begins (fence of nothing, registry record),
 a reclaim at create, a reclaim at delete in both Flink layouts, a sweep
-deleting a stale lock, a second incarnation fencing the first, and an
-orphan fence of a JobManager whose connection went away. After every run:
+deleting a stale lock, a session move (issue 22: the connection to the
+server is reset under a session with an auth and a watch, zkwarden
+re-attaches it), a second incarnation fencing the first, and an orphan
+fence of a JobManager whose connection went away. After every run:
 
 - zkwarden is alive, and exits 0 on SIGTERM with no sanitizer report and no
   leak (LeakSanitizer is on in ASan builds);
@@ -38,6 +40,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 import rawzk
+from netfault import Relay
 from zkharness import REPO, TlsCerts, Zkwarden, ZkServer, wait_until
 from checkpoints import forged_tag
 
@@ -88,7 +91,22 @@ class Outcome:
             return None
 
 
-def lifecycle(proxy, direct, identity, out, rotate=False):
+def move(proxy, relay, jm, base, out):
+    """The server's connection is reset under the JobManager's session,
+    which has an auth and a watch: zkwarden moves it (or drops the client
+    when a failure point stops the move), then the session is used again."""
+    out.call("addauth", jm.add_auth_async("digest", "faults:secret"))
+    out.call("watch", jm.exists_async(base + "/watched", watch=lambda ev: None))
+    lines = len(proxy.stderr())
+    relay.set_mode("reset")
+    relay.set_mode("pass")
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline and not re.search(r"session moved from|closed:", proxy.stderr()[lines:]):
+        time.sleep(0.05)
+    out.call("after the move", jm.exists_async(base))
+
+
+def lifecycle(proxy, direct, identity, out, rotate=False, relay=None):
     """One JobManager's life through the sidecar (see the module doc)."""
     base = "/flink/%s" % uuid.uuid4().hex[:8]
     latch_dir = base + "/leader/latch"
@@ -115,6 +133,7 @@ def lifecycle(proxy, direct, identity, out, rotate=False):
         deadline = time.monotonic() + 2.5
         while time.monotonic() < deadline and direct.exists(swept) is not None:
             time.sleep(0.05)
+        move(proxy, relay, jm, base, out)
         # A second incarnation (a restarted JobManager) fences the first.
         jm2 = kazoo(proxy.hostport)
         try:
@@ -181,14 +200,15 @@ def one_run_with(tmp_path, binary, zk, kind, n, certs=None, code=""):
     if certs:
         env.update({"ZKWARDEN_UPSTREAM_TLS": "on", "ZKWARDEN_TLS_CA_FILE": str(certs.ca)})
         tls = {"use_ssl": True, "ca": str(certs.ca), "verify_certs": True}
-    proxy = Zkwarden(tmp_path / ("%s-%d" % (kind, n)), [zk.hostport], binary=binary, extra_env=env)
+    relay = Relay(zk.hostport, name="fp-%s-%d" % (kind, n)).start()
+    proxy = Zkwarden(tmp_path / ("%s-%d" % (kind, n)), [relay.hostport], binary=binary, extra_env=env)
     proxy.start()
     direct = kazoo(zk.hostport, **tls)
     out = Outcome()
     problems = []
     try:
         try:
-            lifecycle(proxy, direct, identity, out, rotate=certs is not None)
+            lifecycle(proxy, direct, identity, out, rotate=certs is not None, relay=relay)
         except (KazooException, KazooTimeoutError, ConnectionError, OSError):
             pass  # a connection refused or lost mid-life: the checks below decide
         if out.unanswered:
@@ -204,7 +224,10 @@ def one_run_with(tmp_path, binary, zk, kind, n, certs=None, code=""):
         direct.stop()
         direct.close()
         problems += proxy.stop()
+        relay.stop()
     text = proxy.stderr()
+    if not n and "session moved from" not in text:
+        problems.append("the session did not move in a run with nothing injected")
     if problems:
         pytest.fail("%s:%d: %s\n----- zkwarden stderr (tail) -----\n%s"
                     % (kind, n, "; ".join(problems), text[-6000:]), pytrace=False)
