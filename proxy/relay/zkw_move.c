@@ -311,29 +311,47 @@ int zkw_move_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
   return ZKW_DROP;
 }
 
-/* ---- silence ---- */
+/* ---- silence ----
+ *
+ * Silent: nothing read from the server for a third of the session timeout,
+ * and the oldest request or ping outstanding sent at least a sixth of it
+ * ago. The second bound spares a ping the client has just sent: an idle
+ * client pings a third of the timeout after it last heard from the server,
+ * and is judged half-way to its own read timeout at the earliest, with a
+ * sixth of the timeout left to move. */
+
+/* uv_now() at which the session counts as silent, or 0 (nothing outstanding). */
+static uint64_t silent_at(const struct zkw_session *s) {
+  if (!(s->pings || s->pending.count)) return 0;
+  uint64_t t = (uint64_t)s->timeout;
+  uint64_t a = s->up_last_read_ms + t / 3, b = s->outstanding_since_ms + t / 6;
+  return a > b ? a : b;
+}
 
 static void silence_cb(uv_timer_t *t) {
   struct zkw_session *s = t->data;
-  if (s->moving || s->phase != ZKW_PHASE_ACTIVE || !(s->pings || s->pending.count)) return;
-  uint64_t now = uv_now(s->srv->loop), third = (uint64_t)s->timeout / 3;
-  uint64_t silent = now - s->up_last_read_ms;
-  if (silent < third) {
-    uv_timer_start(&s->guard, silence_cb, third - silent, 0);
+  uint64_t at = silent_at(s), now = uv_now(s->srv->loop);
+  if (s->moving || s->phase != ZKW_PHASE_ACTIVE || !at) return;
+  if (now < at) {
+    uv_timer_start(&s->guard, silence_cb, at - now, 0);
     return;
   }
   if (s->move_refused_at == s->up_last_read_ms) return; /* this silence was judged already */
   s->move_refused_at = s->up_last_read_ms;
   char why[96];
-  snprintf(why, sizeof why, "silent for %llu ms with requests outstanding", (unsigned long long)silent);
+  snprintf(why, sizeof why, "silent for %llu ms with requests outstanding",
+           (unsigned long long)(now - s->up_last_read_ms));
   if (!zkw_move_start(s, why, true)) return; /* the client's own timeout decides, as before */
 }
 
 void zkw_move_watch_silence(struct zkw_session *s) {
-  if (s->moving || s->phase != ZKW_PHASE_ACTIVE || s->timeout <= 0 || !(s->pings || s->pending.count) ||
+  bool outstanding = s->pings || s->pending.count;
+  if (outstanding && !s->outstanding) s->outstanding_since_ms = uv_now(s->srv->loop);
+  s->outstanding = outstanding;
+  if (s->moving || s->phase != ZKW_PHASE_ACTIVE || s->timeout <= 0 || !outstanding ||
       uv_is_active((uv_handle_t *)&s->guard) || !s->srv->cfg->session_move)
     return;
-  uint64_t now = uv_now(s->srv->loop), at = s->up_last_read_ms + (uint64_t)s->timeout / 3;
+  uint64_t now = uv_now(s->srv->loop), at = silent_at(s);
   uv_timer_start(&s->guard, silence_cb, at > now ? at - now : 0, 0);
 }
 

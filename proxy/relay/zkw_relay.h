@@ -111,23 +111,25 @@ struct zkw_session {
   uint8_t *auth_frames;       /* the client's auth packets (xid -4), for the replay: never logged */
   size_t auth_len;
   uint32_t auth_count;
-  int64_t last_zxid;         /* the highest zxid the client has seen */
-  bool ro_requested;         /* its ConnectRequest asked for read-only */
-  bool sasl;                 /* it ran a SASL exchange, which cannot be replayed */
-  bool unmovable;            /* an auth packet could not be kept */
-  bool no_move;              /* the policy closes this session elsewhere (zkw_session_forbid_move) */
-  bool moving;               /* the upstream connection is being replaced; client frames wait */
-  bool move_answered;        /* the new server confirmed the session */
-  bool move_counted;         /* the move's outcome is counted */
-  uint32_t move_from;        /* index in ZKWARDEN_UPSTREAM of the server it left */
-  uint32_t move_auths;       /* replayed auth packets awaiting their reply */
-  uint32_t move_watches;     /* setWatches frames awaiting their reply */
-  uint32_t move_lost;        /* requests answered with CONNECTIONLOSS */
-  uint32_t move_tries;       /* connections that did not confirm the session */
-  uint32_t move_first_ms;    /* the wait before the first attempt */
-  uint64_t move_t0;          /* uv_hrtime() when the move began */
-  uint64_t move_deadline_ms; /* uv_now() by which the client gives up */
-  uint64_t move_refused_at;  /* up_last_read_ms of the silence a move was refused for */
+  int64_t last_zxid;             /* the highest zxid the client has seen */
+  bool ro_requested;             /* its ConnectRequest asked for read-only */
+  bool sasl;                     /* it ran a SASL exchange, which cannot be replayed */
+  bool unmovable;                /* an auth packet could not be kept */
+  bool no_move;                  /* the policy closes this session elsewhere (zkw_session_forbid_move) */
+  bool moving;                   /* the upstream connection is being replaced; client frames wait */
+  bool move_answered;            /* the new server confirmed the session */
+  bool move_counted;             /* the move's outcome is counted */
+  uint32_t move_from;            /* index in ZKWARDEN_UPSTREAM of the server it left */
+  uint32_t move_auths;           /* replayed auth packets awaiting their reply */
+  uint32_t move_watches;         /* setWatches frames awaiting their reply */
+  uint32_t move_lost;            /* requests answered with CONNECTIONLOSS */
+  uint32_t move_tries;           /* connections that did not confirm the session */
+  uint32_t move_first_ms;        /* the wait before the first attempt */
+  uint64_t move_t0;              /* uv_hrtime() when the move began */
+  uint64_t move_deadline_ms;     /* uv_now() by which the client gives up */
+  uint64_t move_refused_at;      /* up_last_read_ms of the silence a move was refused for */
+  uint64_t outstanding_since_ms; /* uv_now() when a request or ping became outstanding after none */
+  bool outstanding;              /* as of the last frame batch */
   void (*resume)(struct zkw_session *s); /* zkw_session_resume, for the move's end */
 
   /* zkwarden's own requests on this connection (zkw_inband.c). */

@@ -3,13 +3,16 @@ goes away, zkwarden re-attaches the session to another server while its
 client stays connected. On a 3-server ensemble from the Debian package, with
 the fault made real on a member:
 
-- test_kazoo_watches_survive[kill|stop]: kill -9 of the session's server,
-  or SIGSTOP longer than a third of the session timeout. A kazoo client
-  direct (pinned to that server first) goes SUSPENDED then CONNECTED; the
-  same client through zkwarden sees no state change, keeps its session id
-  and its ephemeral, and every watch notification the direct client got
-  (data, exist and child watches, for writes made by a third session while
-  the sessions were moving) reaches it too: the same (type, path) log.
+- test_watches_survive[kill|stop]: kill -9 of the session's server, or
+  SIGSTOP longer than half the session timeout. The Java client direct
+  (tests/integration/java/ReconnectWatch.java: data, child, exist and
+  persistent-recursive watches) is disconnected, reconnects and re-arms its
+  watches; the same client through zkwarden, on the same member, sees no
+  session event, keeps its session and its ephemeral, and gets every
+  notification the direct one got for writes a third session made while
+  the sessions moved. A kazoo client through zkwarden keeps its session,
+  ephemeral and watches too (direct, kazoo drops its watches at every
+  disconnect: test_reconnect.py).
 - test_rolling_restart_curator_jm: every member stopped with SIGTERM,
   started and waited for in turn, with the Curator JobManager of the
   partition tests (LeaderLatch, ConnectionStateListener) direct and through
@@ -33,14 +36,15 @@ import uuid
 import pytest
 
 from test_partitions import JM, session_moves, sidecar_env
-from zkharness import Ensemble, wait_until
+from test_reconnect import CLIENTS, LineProc
+from zkharness import Ensemble, four_letter, wait_until
 
 SESSION_S = 6.0
 
 
 @pytest.fixture(scope="module")
 def move_ensemble(tmp_path_factory):
-    e = Ensemble(tmp_path_factory.mktemp("move-ensemble"))
+    e = Ensemble(tmp_path_factory.mktemp("move-ensemble"), four_letter_words="srvr,ruok,stat,cons")
     try:
         e.start()
         yield e
@@ -65,13 +69,13 @@ def follower(ensemble):
 class Client:
     """A kazoo client that records its state changes and watch events."""
 
-    def __init__(self, hosts, name):
+    def __init__(self, hosts, name, timeout=SESSION_S):
         from kazoo.client import KazooClient
         self.name = name
         self.states = []
         self.events = []
         self.lock = threading.Lock()
-        self.zk = KazooClient(hosts=hosts, timeout=SESSION_S, randomize_hosts=False,
+        self.zk = KazooClient(hosts=hosts, timeout=timeout, randomize_hosts=False,
                               connection_retry={"max_tries": -1, "delay": 0.05, "max_delay": 0.5})
         self.zk.start(timeout=20)
         self.zk.add_listener(self._state)
@@ -99,73 +103,124 @@ class Client:
         self.zk.close()
 
 
-def upstream_of(proxy):
+def upstreams(proxy):
+    """The upstream of each established session (None while it moves)."""
     sessions = json.loads(proxy.admin_get("/v1/sessions")[1])["sessions"]
-    ups = [s["upstream"] for s in sessions if s["session"] not in ("", "0", "0x0")]
+    return [s.get("upstream") for s in sessions if s["session"] not in ("", "0", "0x0")]
+
+
+def upstream_of(proxy):
+    ups = upstreams(proxy)
     return ups[0] if len(ups) == 1 else None
+
+
+def session_server(ensemble, sid_hex):
+    """The member whose `cons` lists the session (None if none does)."""
+    for i, srv in enumerate(ensemble.servers):
+        try:
+            text = four_letter(srv.port, "cons", timeout=2.0).decode("utf-8", "replace")
+        except OSError:
+            continue
+        if "sid=0x%s" % sid_hex in text:
+            return i
+    return None
+
+
+def java_events(proc, since):
+    return sorted(l for l in proc.lines[since:] if l.startswith("EVENT ") and not l.startswith("EVENT None "))
 
 
 @pytest.mark.zkwarden
 @pytest.mark.parametrize("fault", ["kill", "stop"])
-def test_kazoo_watches_survive(fault, move_ensemble, zkwarden_factory):
+def test_watches_survive(fault, move_ensemble, zkwarden_factory, java_classes, tmp_path):
     ens = move_ensemble
-    f = follower(ens)
-    order = [ens.servers[f]] + [s for i, s in enumerate(ens.servers) if i != f]
-    others = ",".join(s.hostport for s in order[1:])
-    base = "/move-%s-%s" % (fault, uuid.uuid4().hex[:8])
-    proxy = zkwarden_factory.start(*[s.hostport for s in order],
-                                   extra_env=sidecar_env("move-%s" % uuid.uuid4().hex[:8]))
+    tag = "move-%s-%s" % (fault, uuid.uuid4().hex[:8])
+    roots = {k: "/%s-%s" % (tag, k) for k in ("direct", "zkwarden", "kazoo")}
     from kazoo.client import KazooClient
-    writer = KazooClient(hosts=others, timeout=10)
-    writer.start(timeout=20)
-    writer.ensure_path(base + "/data")
-    clients = []
+    setup = KazooClient(hosts=ens.connect, timeout=10)
+    setup.start(timeout=20)
+    for root in roots.values():
+        for path in (root, root + "/watched", root + "/tree", root + "/data"):
+            setup.ensure_path(path)
+    procs, clients = [], []
     try:
-        direct = Client(",".join(s.hostport for s in order), "direct")
-        clients.append(direct)
-        through = Client(proxy.hostport, "zkwarden")
-        clients.append(through)
-        for c in clients:
-            c.zk.create(base + "/eph-" + c.name, ephemeral=True)
-            c.arm(base)
-        # Both sessions are on the server about to fail.
-        assert direct.zk._connection._socket.getpeername()[1] == ens.servers[f].port
-        assert wait_until(lambda: upstream_of(proxy), 10, what="the session's upstream") == ens.servers[f].hostport
-        sids = {c.name: c.zk.client_id[0] for c in clients}
+        # The Java client direct (it re-arms its watches itself when it
+        # reconnects), then zkwarden first to the same member.
+        direct = LineProc(java_classes.cmd("ReconnectWatch", ens.connect, roots["direct"]), tmp_path / "direct.err")
+        procs.append(direct)
+        sid_direct = direct.lines[direct.expect(r"^READY [0-9a-f]+$")].split()[1]
+        f = wait_until(lambda: [session_server(ens, sid_direct)] if session_server(ens, sid_direct) is not None
+                       else None, 10, what="the direct session's member")[0]
+        order = [ens.servers[f]] + [s for i, s in enumerate(ens.servers) if i != f]
+        proxy = zkwarden_factory.start(*[s.hostport for s in order], extra_env=sidecar_env(tag))
+        through = LineProc(java_classes.cmd("ReconnectWatch", ",".join([proxy.hostport] * 6), roots["zkwarden"]),
+                           tmp_path / "through.err")
+        procs.append(through)
+        sid_through = through.lines[through.expect(r"^READY [0-9a-f]+$")].split()[1]
+        # A second sidecar for kazoo: each one sends its first session to
+        # the first server of its list.
+        proxy2 = zkwarden_factory.start(*[s.hostport for s in order], extra_env=sidecar_env(tag + "-kazoo"))
+        # 30 s as the Java client's: a paused leader costs an election.
+        kz = Client(proxy2.hostport, "kazoo", timeout=30.0)
+        clients.append(kz)
+        kz.zk.create(roots["kazoo"] + "/eph", ephemeral=True)
+        kz.arm(roots["kazoo"])
+        for p in (proxy, proxy2):
+            assert set(upstreams(p)) == {ens.servers[f].hostport}, upstreams(p)
+        marks = [len(p.lines) for p in procs]
 
         t0 = time.monotonic()
         if fault == "kill":
             ens.servers[f].kill()
         else:
             ens.servers[f].pause()
-        # Changes made while the sessions move: the re-armed watches fire.
-        writer.set(base + "/data", b"changed")
-        writer.create(base + "/later", b"")
-        want = sorted([("CHANGED", base + "/data"), ("CREATED", base + "/later"), ("CHILD", base)])
-        wait_until(lambda: direct.states[-2:] == ["SUSPENDED", "CONNECTED"], 4 * SESSION_S,
-                   what="direct: SUSPENDED then CONNECTED")
-        wait_until(lambda: session_moves(proxy).get("moved", 0) >= 1, 4 * SESSION_S,
-                   what="zkwarden: the session moved")
-        for c in clients:
-            wait_until(lambda: len(c.got()) >= len(want), 4 * SESSION_S, what="%s: the notifications" % c.name)
-        assert direct.got() == want, direct.got()
-        assert through.got() == direct.got(), "through zkwarden %s, direct %s" % (through.got(), direct.got())
-        assert upstream_of(proxy) != ens.servers[f].hostport
-        # Past the client's read timeout after the fault, any SUSPENDED
-        # would have been reported (absence is seen only by time).
-        time.sleep(max(0.0, t0 + SESSION_S - time.monotonic()))
-        assert through.states == [], "through zkwarden: %s" % through.states
-        assert through.zk.client_id[0] == sids["zkwarden"]
-        owner = writer.exists(base + "/eph-zkwarden").ephemeralOwner
-        assert owner == sids["zkwarden"], "ephemeral owner 0x%x, session 0x%x" % (owner, sids["zkwarden"])
-        # And it works: a write and a read through the moved session.
-        through.zk.set(base + "/data", b"after")
-        assert writer.get(base + "/data")[0] == b"after"
-    finally:
-        for c in clients:
-            c.close()
+        # Changes made while the sessions move, seen by a third session.
+        writer = KazooClient(hosts=",".join(s.hostport for s in order[1:]), timeout=10)
+        writer.start(timeout=30)
+        for root in roots.values():
+            writer.set(root + "/watched", b"1")
+            writer.create(root + "/watched/kid", b"")
+            writer.create(root + "/later", b"")
+            writer.create(root + "/tree/x", b"")
+            writer.create(root + "/tree/x/y", b"")
+            writer.set(root + "/data", b"changed")
         writer.stop()
         writer.close()
+        # Direct first: the client lost its server and came back.
+        gone = direct.expect(r"^EVENT None Disconnected ", marks[0], timeout=40)
+        direct.expect(r"^EVENT None SyncConnected ", gone, timeout=40)
+        # The one-shot watches fire when re-armed (the changes came while
+        # disconnected); the persistent one does not replay what it missed.
+        one_shot = sorted(l for l in CLIENTS["java"]["expected"] if "R/tree" not in l)
+        wait_until(lambda: set(one_shot) <= set(java_events(direct, marks[0])), 30,
+                   what="direct: the notifications")
+        # Through zkwarden: every notification the direct client got.
+        wait_until(lambda: set(java_events(direct, marks[0])) <= set(java_events(through, marks[1])), 40,
+                   what="through zkwarden: the notifications the direct client got")
+        kz_want = sorted([("CHANGED", roots["kazoo"] + "/data"), ("CREATED", roots["kazoo"] + "/later"),
+                          ("CHILD", roots["kazoo"])])
+        wait_until(lambda: kz.got() == kz_want, 30, what="kazoo through zkwarden: %s" % kz.got())
+        for p in (proxy, proxy2):
+            moved = session_moves(p)
+            assert moved.get("moved", 0) == 1, moved
+            assert ens.servers[f].hostport not in upstreams(p)
+        # No state change through zkwarden: past the clients' read timeouts
+        # after the fault a disconnect would have been reported.
+        time.sleep(max(0.0, t0 + 20.0 - time.monotonic()))
+        assert [l for l in through.lines[marks[1]:] if l.startswith("EVENT None ")] == [], through.lines
+        assert kz.states == [], kz.states
+        through.send("CHECK")
+        i = through.expect(r"^SID ", marks[1])
+        assert through.lines[i] == "SID " + sid_through
+        assert through.lines[through.expect(r"^EPH ", i)] == "EPH owner=self"
+        assert setup.exists(roots["kazoo"] + "/eph").ephemeralOwner == kz.zk.client_id[0]
+    finally:
+        for p in procs:
+            p.close()
+        for c in clients:
+            c.close()
+        setup.stop()
+        setup.close()
         healed(ens)
 
 
