@@ -15,8 +15,9 @@
 #include "zkw_sidecar.h"
 #include "zkw_text.h"
 
-static const char *phase_name(enum zkw_phase p) {
-  switch (p) {
+static const char *phase_name(const struct zkw_session *s) {
+  if (zkw_session_moving(s)) return "moving"; /* active, on its way to another server */
+  switch (zkw_session_phase(s)) {
   case ZKW_PHASE_HANDSHAKE:
     return "handshake";
   case ZKW_PHASE_CONNECTING:
@@ -70,7 +71,7 @@ int zkw_views_sessions_json(struct zkw_server *srv, struct zkw_buf *b) {
     TRY(zkw_text_printf(b,
                         ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u,"
                         "\"role\":\"%s\",\"incarnation\":%llu}",
-                        phase_name(zkw_session_phase(s)), zkw_session_timeout(s),
+                        phase_name(s), zkw_session_timeout(s),
                         zkw_session_read_only(s) ? "true" : "false", zkw_session_outstanding(s),
                         zkw_sidecar_incarnation(s) ? "incarnation" : "plain",
                         (unsigned long long)zkw_sidecar_incarnation(s)));
@@ -115,7 +116,7 @@ static int render_page_sessions(struct zkw_server *srv, struct zkw_buf *b) {
     HTML(b, zkw_session_peer(s), ZKW_SESSION_PEER_MAX);
     TRY(zkw_text_printf(b, "</td><td>"));
     HTML(b, zkw_session_upstream_name(s) ? zkw_session_upstream_name(s) : "-", ZKW_SESSION_UPSTREAM_MAX);
-    TRY(zkw_text_printf(b, "</td><td>%s</td><td>%d</td><td>%u</td></tr>\n", phase_name(zkw_session_phase(s)),
+    TRY(zkw_text_printf(b, "</td><td>%s</td><td>%d</td><td>%u</td></tr>\n", phase_name(s),
                         zkw_session_timeout(s), zkw_session_outstanding(s)));
   }
   TRY(zkw_text_printf(b, "</table>\n"));
