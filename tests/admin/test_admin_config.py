@@ -28,6 +28,7 @@ BAD = {
     "ZKWARDEN_ADMIN_REMOTE": ("everyone", "probes or all"),
     "ZKWARDEN_UPSTREAM_TLS": ("yes", "on or off"),
     "ZKWARDEN_ZOMBIE_MOVE": ("1", "on or off"),
+    "ZKWARDEN_SESSION_MOVE": ("yes", "on or off"),
     "ZKWARDEN_TLS_CA_FILE": ("/nonexistent/ca.crt", "a readable PEM file"),
     "ZKWARDEN_TLS_CERT_FILE": ("/nonexistent/tls.crt", "a readable PEM file"),
     "ZKWARDEN_TLS_KEY_FILE": ("/nonexistent/tls.key", "together with ZKWARDEN_TLS_CERT_FILE"),

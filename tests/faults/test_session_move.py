@@ -295,3 +295,42 @@ def test_move_off_drops_as_direct(move_ensemble, zkwarden_factory):
     finally:
         c.close()
         healed(ens)
+
+
+@pytest.mark.zkwarden
+def test_zkcli_keeps_its_session(move_ensemble, zkwarden_factory, tmp_path):
+    """zkCli.sh through zkwarden, its member killed -9 under it: no
+    Disconnected event, its data watch fires for a write made meanwhile, and
+    its ephemeral is still its own (the Java client direct is disconnected
+    by the same fault: test_watches_survive)."""
+    ens = move_ensemble
+    f = follower(ens)
+    order = [ens.servers[f]] + [s for i, s in enumerate(ens.servers) if i != f]
+    root = "/move-zkcli-%s" % uuid.uuid4().hex[:8]
+    proxy = zkwarden_factory.start(*[s.hostport for s in order])
+    from kazoo.client import KazooClient
+    writer = KazooClient(hosts=",".join(s.hostport for s in order[1:]), timeout=10)
+    writer.start(timeout=20)
+    writer.ensure_path(root + "/data")
+    writer.set(root + "/data", b"before-the-kill")
+    cli = LineProc(["/usr/share/zookeeper/bin/zkCli.sh", "-server", proxy.hostport], tmp_path / "zkcli.err")
+    try:
+        cli.send("create -e %s/eph x" % root)  # "Created ..." goes to stderr
+        cli.send("get -w %s/data" % root)
+        cli.expect(r"^before-the-kill$", timeout=60)
+        assert wait_until(lambda: upstream_of(proxy), 10, what="zkCli's upstream") == ens.servers[f].hostport
+        mark = len(cli.lines)
+        ens.servers[f].kill()
+        writer.set(root + "/data", b"changed")
+        cli.expect(r"WatchedEvent state:SyncConnected type:NodeDataChanged path:%s/data" % root, mark, timeout=30)
+        cli.send("stat %s/eph" % root)
+        owner = cli.lines[cli.expect(r"^ephemeralOwner = 0x", mark, timeout=30)].split("= ")[1]
+        assert int(owner, 16) == writer.exists(root + "/eph").ephemeralOwner
+        assert session_moves(proxy).get("moved", 0) == 1
+        assert [l for l in cli.lines if "state:Disconnected" in l] == [], cli.lines
+    finally:
+        cli.send("quit")
+        cli.close()
+        writer.stop()
+        writer.close()
+        healed(ens)
