@@ -544,6 +544,11 @@ def loadavg():
 
 # ---- idle sessions ----
 
+# Each idle session sets this many exist watches, a JobManager's watch set
+# (leader latches and retrieval, job graphs, checkpoint counter and IDs):
+# zkwarden keeps them for a session move (zkw_watches.c).
+IDLE_WATCHES = 16
+
 def idle_sessions(bench, outdir, zk, zkw_binary, counts, cpu):
     """A fresh zkwarden pinned to one CPU: idle RSS, then for each count N
     the RSS delta of N idle sessions (raw sockets) and the time to connect
@@ -563,7 +568,8 @@ def idle_sessions(bench, outdir, zk, zkw_binary, counts, cpu):
                 # the target: through zkwarden a new session (id 0) is a new
                 # incarnation of its identity and supersedes the previous one.
                 p = subprocess.Popen([bench.load, "idle", "-s", "%s:%d" % (HOST, port), "-A",
-                                      "%s:%d" % (HOST, zk.port), "-n", str(n), "-T", "60000", "-l", target],
+                                      "%s:%d" % (HOST, zk.port), "-n", str(n), "-T", "60000", "-W", str(IDLE_WATCHES),
+                                      "-l", target],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
                 procs.append(p)

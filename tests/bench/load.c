@@ -19,6 +19,8 @@
  *       ConnectRequest per socket, at most CONCURRENCY handshakes at a time;
  *       with -A, the sessions are first created there, directly, and then
  *       re-attached through -s with their id and password),
+ *       with -W N, each sets N exist watches (exists with the watch flag on
+ *       missing paths of a JobManager's shape, as a session's watch set),
  *       prints one JSON line once all are established (or failed), keeps them
  *       alive with pings until stdin closes, then sends closeSession on each
  *       and prints a second line with the count of sessions whose connection
@@ -99,6 +101,7 @@ struct opts {
   const char *attach_from;
   const char *label;
   const char *tls_ca, *tls_cert, *tls_key;
+  int watches; /* idle: exist watches each session sets once established */
 };
 
 static struct opts o = {.sessions = 1,
@@ -863,6 +866,29 @@ static clientid_t *create_sessions(int n) {
   return ids;
 }
 
+/* -W: o.watches exists requests with the watch flag per established
+ * session, on missing paths (NONODE: an exist watch each). The replies are
+ * drained with the ping replies. */
+static void set_watches(struct raw *r, int n) {
+  for (int i = 0; i < n; i++) {
+    if (r[i].state != 3) continue;
+    for (int w = 0; w < o.watches; w++) {
+      char path[96];
+      int plen = snprintf(path, sizeof path, "/flink/default/jobs/%016llx/leader/watch-%03d",
+                          (unsigned long long)r[i].sid, w);
+      uint8_t frame[4 + 8 + 4 + sizeof path + 1];
+      int len = 8 + 4 + plen + 1;
+      put32(frame, (uint32_t)len);
+      put32(frame + 4, (uint32_t)(w + 1)); /* xid */
+      put32(frame + 8, 3);                 /* exists */
+      put32(frame + 12, (uint32_t)plen);
+      memcpy(frame + 16, path, (size_t)plen);
+      frame[16 + plen] = 1; /* watch */
+      if (write(r[i].fd, frame, (size_t)(4 + len)) != 4 + len) r[i].state = 4;
+    }
+  }
+}
+
 static int run_idle(void) {
   int n = o.sessions;
   struct sockaddr_in sa, from;
@@ -898,6 +924,7 @@ static int run_idle(void) {
   uint64_t t0 = now_ns();
   int established = open_all(r, n, &sa, ep, &failed);
   struct epoll_event evs[256];
+  set_watches(r, n);
   double connect_s = (double)(now_ns() - t0) / 1e9;
   printf("{\"mode\":\"idle\",\"label\":\"%s\",\"server\":\"%s\",\"sessions\":%d,\"established\":%d,"
          "\"failed\":%d,\"connect_s\":%.3f}\n",
@@ -1149,7 +1176,7 @@ static void usage(void) {
       stderr,
       "usage: zkw_bench_load latency|throughput|idle -s host:port[,host:port...] [-o get|set|create|flink]\n"
       "       [-n sessions] [-d depth] [-t seconds] [-w warmup-seconds] [-c count] [-z size]\n"
-      "       [-T session-timeout-ms] [-C concurrency] [-S slice-ms] [-A attach-from] [-l "
+      "       [-T session-timeout-ms] [-C concurrency] [-S slice-ms] [-A attach-from] [-W watches] [-l "
       "label[,label...]]\n"
       "       zkw_bench_load raw-latency|raw-throughput -s [tls:]host:port[,...] [-K ca] [-E cert -Y key]\n");
   exit(2);
@@ -1160,7 +1187,7 @@ int main(int argc, char **argv) {
   o.mode = argv[1];
   optind = 2;
   int c;
-  while ((c = getopt(argc, argv, "s:o:n:d:t:w:c:z:T:C:S:A:l:K:E:Y:")) != -1) {
+  while ((c = getopt(argc, argv, "s:o:n:d:t:w:c:z:T:C:S:A:l:K:E:Y:W:")) != -1) {
     switch (c) {
     case 's':
       o.server = optarg;
@@ -1193,6 +1220,9 @@ int main(int argc, char **argv) {
       break;
     case 'T':
       o.timeout_ms = atoi(optarg);
+      break;
+    case 'W':
+      o.watches = atoi(optarg);
       break;
     case 'C':
       o.concurrency = atoi(optarg);
