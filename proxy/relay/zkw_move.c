@@ -27,6 +27,8 @@
 /* Pauses between rounds of attempts while no server confirms the session. */
 #define MOVE_RETRY_MIN_MS 50u
 #define MOVE_RETRY_MAX_MS 400u
+/* Floor of the wait for one server's answer to the re-attach. */
+#define MOVE_HANDSHAKE_MIN_MS 200u
 
 /* The client's read timeout: two thirds of the session timeout. */
 static uint64_t read_timeout_ms(const struct zkw_session *s) {
@@ -119,13 +121,25 @@ static void drop_connection(struct zkw_session *s) {
   }
 }
 
+/* The wait for one server's answer to the re-attach: a tenth of the
+ * session timeout (at least MOVE_HANDSHAKE_MIN_MS, at most the client's own
+ * bound per server). A live server answers in a round trip; one that is
+ * starting may take the connection and say nothing, and with one server in
+ * ZKWARDEN_UPSTREAM the client's bound would be its whole session timeout,
+ * past the move's time. */
+static uint32_t handshake_bound_ms(const struct zkw_session *s) {
+  uint32_t ms = (uint32_t)s->timeout / 10;
+  if (ms < MOVE_HANDSHAKE_MIN_MS) ms = MOVE_HANDSHAKE_MIN_MS;
+  return ms < s->up_handshake_ms ? ms : s->up_handshake_ms;
+}
+
 /* No answer to the handshake from the new server within its share of the
  * time: the next one. */
 static void handshake_cb(uv_timer_t *t) {
   struct zkw_session *s = t->data;
   if (!s->moving || s->move_answered || s->phase == ZKW_PHASE_CLOSING) return;
   zkw_slog(s, ZKW_LOG_WARN, "moving: upstream %s did not answer the handshake within %u ms", s->up_name,
-           s->up_handshake_ms);
+           handshake_bound_ms(s));
   zkw_upstream_suspect(s, (uint64_t)s->timeout);
   drop_connection(s);
 }
@@ -150,7 +164,7 @@ static void connected_cb(struct zkw_session *s) {
     return;
   }
   zkw_side_start_reading(&s->upstream);
-  uv_timer_start(&s->timer, handshake_cb, s->up_handshake_ms, 0);
+  uv_timer_start(&s->timer, handshake_cb, handshake_bound_ms(s), 0);
 }
 
 bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
