@@ -544,16 +544,11 @@ def loadavg():
 
 # ---- idle sessions ----
 
-# Each idle session sets this many exist watches, a JobManager's watch set
-# (leader latches and retrieval, job graphs, checkpoint counter and IDs):
-# zkwarden keeps them for a session move (zkw_watches.c).
-IDLE_WATCHES = 16
-
-def idle_sessions(bench, outdir, zk, zkw_binary, counts, cpu):
+def idle_sessions(bench, outdir, zk, zkw_binary, counts, cpu, watches):
     """A fresh zkwarden pinned to one CPU: idle RSS, then for each count N
     the RSS delta of N idle sessions (raw sockets) and the time to connect
     them, direct and through zkwarden."""
-    res = {"cpu": cpu, "zkwarden": {}, "direct": {}}
+    res = {"cpu": cpu, "watches": watches, "zkwarden": {}, "direct": {}}
     zkw = Zkwarden(outdir, zkw_binary, zk.port, name="zkwarden-sessions", cpu=cpu).start()
     try:
         time.sleep(1.0)
@@ -568,7 +563,7 @@ def idle_sessions(bench, outdir, zk, zkw_binary, counts, cpu):
                 # the target: through zkwarden a new session (id 0) is a new
                 # incarnation of its identity and supersedes the previous one.
                 p = subprocess.Popen([bench.load, "idle", "-s", "%s:%d" % (HOST, port), "-A",
-                                      "%s:%d" % (HOST, zk.port), "-n", str(n), "-T", "60000", "-W", str(IDLE_WATCHES),
+                                      "%s:%d" % (HOST, zk.port), "-n", str(n), "-T", "60000", "-W", str(watches),
                                       "-l", target],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
@@ -632,6 +627,9 @@ def main():
     ap.add_argument("--depth", type=int, default=32, help="throughput: requests in flight per session")
     ap.add_argument("--slice-ms", type=int, default=200, help="throughput: length of each target's turn")
     ap.add_argument("--idle", default="1000,10000", help="idle-session counts; empty: skip")
+    # A JobManager's watch set (leader latches and retrieval, job graphs,
+    # checkpoint counter and IDs): zkwarden keeps it for a session move.
+    ap.add_argument("--idle-watches", type=int, default=16, help="exist watches each idle session sets")
     ap.add_argument("--out", help="results directory")
     ap.add_argument("--zkwarden", help="zkwarden binary (ZKW_BIN, default build/zkwarden)", default=os.environ.get("ZKW_BIN") or str(REPO / "build" / "zkwarden"))
     ap.add_argument("--load", help="load generator (ZKW_BENCH_LOAD)", default=os.environ.get("ZKW_BENCH_LOAD")
@@ -735,7 +733,7 @@ def main():
             violations.append("zkwarden exited with %s on SIGTERM" % rc)
 
         if idle_counts:
-            sess = idle_sessions(bench, outdir, zk, a.zkwarden, idle_counts, cpu=1)
+            sess = idle_sessions(bench, outdir, zk, a.zkwarden, idle_counts, cpu=1, watches=a.idle_watches)
             sess["capped"] = meta.get("sessions_capped")
     finally:
         stop_all()
