@@ -66,11 +66,13 @@ static void budget_cb(uv_timer_t *t) {
 }
 
 static void connected_cb(struct zkw_session *s);
-static void exhausted_cb(struct zkw_session *s);
+static void connect_soon(struct zkw_session *s);
 
+/* One more attempt; when no server takes the connection, zkw_upstream_connect
+ * calls connect_soon: attempts go on until the client's time is up. */
 static void connect_cb(uv_timer_t *t) {
   struct zkw_session *s = t->data;
-  if (s->moving && s->phase != ZKW_PHASE_CLOSING) zkw_upstream_connect(s, connected_cb, exhausted_cb);
+  if (s->moving && s->phase != ZKW_PHASE_CLOSING) zkw_upstream_connect(s, connected_cb, connect_soon);
 }
 
 /* The next attempt: at once after the first loss, then after a pause that
@@ -81,11 +83,6 @@ static void connect_soon(struct zkw_session *s) {
       s->move_tries ? MOVE_RETRY_MIN_MS << (s->move_tries < 4 ? s->move_tries - 1 : 3) : s->move_first_ms;
   s->move_tries++;
   uv_timer_start(&s->timer, connect_cb, ms < MOVE_RETRY_MAX_MS ? ms : MOVE_RETRY_MAX_MS, 0);
-}
-
-/* No server took the connection: again, until the client's time is up. */
-static void exhausted_cb(struct zkw_session *s) {
-  connect_soon(s);
 }
 
 /* Closes the current upstream connection; connecting goes on once it is
@@ -193,7 +190,6 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   s->move_first_ms = silent ? 0 : MOVE_FIRST_DELAY_MS;
   s->move_from = s->up_idx;
   s->move_t0 = uv_hrtime();
-  s->move_deadline_ms = deadline;
   zkw_slog(s, ZKW_LOG_INFO, "upstream %s %s: moving the session (%llu ms left)", s->up_name, why,
            (unsigned long long)(deadline - now));
   zkw_upstream_suspect(s, (uint64_t)s->timeout);

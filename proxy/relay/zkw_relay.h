@@ -126,7 +126,6 @@ struct zkw_session {
   uint32_t move_tries;           /* connections that did not confirm the session */
   uint32_t move_first_ms;        /* the wait before the first attempt */
   uint64_t move_t0;              /* uv_hrtime() when the move began */
-  uint64_t move_deadline_ms;     /* uv_now() by which the client gives up */
   uint64_t move_refused_at;      /* up_last_read_ms of the silence a move was refused for */
   uint64_t outstanding_since_ms; /* uv_now() when a request or ping became outstanding after none */
   bool outstanding;              /* as of the last frame batch */

@@ -53,7 +53,7 @@ void zkw_watches_lost_replies(struct zkw_watches *w);
  * or -ENOMEM. */
 int zkw_watches_encode(const struct zkw_watches *w, int64_t relative_zxid, struct zkw_buf *out)
     __attribute__((warn_unused_result));
-/* The kinds kept for a path (0: none), for tests and /v1/sessions. */
+/* The kinds kept for a path (0: none). */
 unsigned zkw_watches_kinds(const struct zkw_watches *w, const char *path, size_t len);
 void zkw_watches_free(struct zkw_watches *w);
 
