@@ -23,10 +23,9 @@
 #define ZKW_FAULT_KINDS(X)                                                                                   \
   X(alloc, "an allocation of the relay, in-band, reclaim, sweep, fence or registry code returns NULL")       \
   X(write, "a write to the client or the upstream socket fails (EPIPE)")                                     \
-  X(zk, "a libzookeeper call or completion of the registry or a fence fails (the code, default "             \
-        "ZCONNECTIONLOSS)")                                                                                  \
+  X(zk, "a libzookeeper call or completion of the registry fails (the code, default ZCONNECTIONLOSS)")       \
   X(tls, "a TLS handshake step, read or write fails")                                                        \
-  X(reply, "an upstream reply arrives corrupted (cut after its header: it does not decode)")
+  X(reply, "an upstream or fence reply arrives corrupted (cut short: it does not decode)")
 
 enum zkw_fault_kind {
 #define ZKW_FAULT_ENUM(name, what) ZKW_FAULT_##name,

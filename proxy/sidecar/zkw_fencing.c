@@ -135,6 +135,10 @@ static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t 
   f->session_id = session;
   memcpy(f->passwd, passwd, sizeof f->passwd);
   f->timeout_ms = (int)id->srv->cfg->fence_timeout_ms;
+  /* A server that takes the connection and says nothing (paused, starting)
+   * leaves time for the others. */
+  f->attempt_ms = id->srv->cfg->connect_timeout_ms;
+  if (f->attempt_ms > id->srv->cfg->fence_timeout_ms / 3) f->attempt_ms = id->srv->cfg->fence_timeout_ms / 3;
   f->auth = id->srv->cfg->registry_auth[0] ? id->srv->cfg->registry_auth : NULL;
   id->fence_incarnation = incarnation;
   if (zkw_fence_start(id->srv->loop, f, fence_done, orphan) != 0) {
@@ -183,10 +187,17 @@ static void retry_fence_cb(uv_timer_t *t) {
 }
 
 static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result);
+static void orphan_free(struct zkw_orphan *o);
 
 static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *arg) {
   struct zkw_identity *id = (struct zkw_identity *)((char *)f - offsetof(struct zkw_identity, fence));
   id->fencing = false;
+  if (result == ZKW_FENCE_CANCELLED && id->stopping) { /* zkw_fencing_stop */
+    zkw_log_info("identity %s: fencing session 0x%" PRIx64 " given up: zkwarden is stopping",
+                 zkw_identity_name(id), (uint64_t)f->session_id);
+    if (arg) orphan_free(arg);
+    return;
+  }
   if (arg) {
     orphan_fenced(arg, result);
   } else {
@@ -245,7 +256,8 @@ static void resume_fence_waiters(struct zkw_identity *id) {
 static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
   struct zkw_identity *id = o->id;
   if (result == ZKW_FENCE_CANCELLED) {
-    zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " re-attached before its fence began: not fenced",
+    zkw_log_info("identity %s: orphaned session 0x%" PRIx64
+                 " re-attached before its fence closed it: not fenced",
                  zkw_identity_name(id), (uint64_t)o->session_id);
   } else if (result == ZKW_FENCE_FAILED) {
     ZKW_METRIC_INC(fence_failures);
@@ -328,8 +340,9 @@ void zkw_fencing_orphan(struct zkw_identity *id, struct zkw_session *s) {
 }
 
 void zkw_fencing_stop(struct zkw_identity *id) {
-  /* An orphan being fenced is freed when its fence reports (the work
-   * request keeps the loop running until then). */
+  /* A fence under way ends at once unless its closeSession is out (then
+   * with the reply, within its timeout); its orphan is freed then. */
+  if (id->fencing) zkw_fence_cancel(&id->fence);
   for (struct zkw_orphan *o = id->orphans, *next; o; o = next) {
     next = o->next;
     if (!(id->fencing && id->fence.arg == o)) orphan_free(o);

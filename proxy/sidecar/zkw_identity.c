@@ -36,13 +36,14 @@ int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_conn
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled || req->session_id == 0) return ZKW_FORWARD;
   if (zkw_fencing_cancel_orphan(id, req->session_id)) {
-    /* Its orphan fence is under way: asked not to begin, and the re-attach
-     * waits for its word, so that the fence never closes a session that is
-     * attached again (if it had connected already, the session is closed and
-     * the client learns so from the server). */
+    /* Its orphan fence is under way: it ends without closing the session
+     * unless its closeSession was already sent (zkw_fence_cancel), and the
+     * re-attach waits for its word: a fence never closes a session that is
+     * attached again (one that closed it first leaves the client to learn
+     * so from the server). */
     zkw_slog(s, ZKW_LOG_INFO,
              "identity %s: session 0x%" PRIx64 " re-attaches while its orphan fence is under way: "
-             "the fence is cancelled if it has not begun, the re-attach waits for it",
+             "the fence ends without closing it unless closeSession was sent, the re-attach waits for it",
              zkw_identity_name(id), (uint64_t)req->session_id);
     zkw_sc(s)->wait_fence = true;
     return ZKW_HOLD;

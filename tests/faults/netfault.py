@@ -12,7 +12,11 @@ host:port, and can be switched at run time between
   target then), as TCP delivers after a partition heals, unless a peer gave
   up and closed in the meantime;
 - "reset": every connection is closed with a RST on both sides (SO_LINGER 0),
-  and new ones are reset as soon as they are accepted.
+  and new ones are reset as soon as they are accepted;
+- "mute": what clients send flows to the target, what the target answers
+  is held (a server that took a request and has not answered yet); a
+  client's close still reaches the target. Back in "pass", held answers
+  flow.
 
 Why a relay and not iptables or network namespaces: it needs no privilege,
 keeps every packet on loopback, and behaves the same on any CI machine.
@@ -31,7 +35,7 @@ import threading
 import time
 
 HOST = "127.0.0.1"
-MODES = ("pass", "drop", "reset")
+MODES = ("pass", "drop", "reset", "mute")
 _CHUNK = 65536
 _HIGH_WATER = 1 << 20  # stop reading a side while its peer has this much unsent
 
@@ -212,7 +216,7 @@ class Relay:
             for p in list(self._pairs):
                 self._close_pair(p, reset=True)
                 self.resets += 1
-        elif mode == "pass":
+        elif mode in ("pass", "mute"):
             # Held connections reach the target now, as a SYN retransmitted
             # after the partition healed would.
             for p in self._pairs:
@@ -240,7 +244,7 @@ class Relay:
             pair = _Pair(self, c)
             with self._lock:
                 self._pairs.append(pair)
-            if self.mode == "pass":
+            if self.mode in ("pass", "mute"):
                 pair.open_upstream()
 
     def _register_all(self):
@@ -250,8 +254,9 @@ class Relay:
             self._sel.unregister(key.fileobj)
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._sel.register(self._listener, selectors.EVENT_READ, "listen")
-        if self.mode != "pass":
+        if self.mode not in ("pass", "mute"):
             return  # drop: nothing moves; reset: nothing is left
+        mute = self.mode == "mute"
         for p in self._pairs:
             if p.closed or p.upstream is None:
                 continue
@@ -261,11 +266,11 @@ class Relay:
             else:
                 if not p.client_eof and len(p.to_upstream) < _HIGH_WATER:
                     ev_c |= selectors.EVENT_READ
-                if not p.upstream_eof and len(p.to_client) < _HIGH_WATER:
+                if not mute and not p.upstream_eof and len(p.to_client) < _HIGH_WATER:
                     ev_u |= selectors.EVENT_READ
                 if p.to_upstream:
                     ev_u |= selectors.EVENT_WRITE
-                if p.to_client:
+                if p.to_client and not mute:
                     ev_c |= selectors.EVENT_WRITE
             if ev_c:
                 self._sel.register(p.client, ev_c, (p, "client"))

@@ -256,7 +256,7 @@ def tls_server(tmp_path_factory):
     srv.stop()
 
 
-# zk-noauth: the registry's and the fences' calls fail with NOAUTH (-102)
+# zk-noauth: the registry's calls fail with NOAUTH (-102)
 # instead of a connection loss.
 @pytest.mark.parametrize("kind", ["alloc", "write", "zk", "zk-noauth", "reply", "tls"])
 def test_every_failure_point(kind, tmp_path, request):

@@ -56,6 +56,8 @@ class RawSession:
         self.sock.sendall(connect_request(timeout_ms))
         body = self.read_frame()
         _, self.timeout, self.session_id = struct.unpack(">iiq", body[:16])
+        (n,) = struct.unpack(">i", body[16:20])
+        self.passwd = body[20:20 + n]
         if self.timeout <= 0:
             raise RuntimeError("session rejected")
 

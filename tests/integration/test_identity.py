@@ -16,7 +16,10 @@ Then the safety rules, the identity conflict, orphan fencing and the registry.
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,8 +29,12 @@ import pytest
 from kazoo.exceptions import NoAuthError, NodeExistsError, NotEmptyError
 from kazoo.security import make_acl
 
+import rawzk
 from checkpoints import forged_tag, new_uuid, plant_stale_lock, subsume
 from zkharness import HOST, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
+import netfault  # noqa: E402  (tests/faults: the fault-injecting relay)
 
 HERE = Path(__file__).resolve().parent
 PY = "/usr/bin/python3"
@@ -464,6 +471,61 @@ def test_reattached_session_is_not_an_orphan(private_zk, zkwarden_factory, kazoo
     assert jm.client_id[0] == sid
     assert jm.exists(lock).ephemeralOwner == sid
     assert proxy.metric("zkwarden_orphans_fenced_total") == 0
+
+
+@pytest.mark.zkwarden
+def test_reattach_during_orphan_fence_keeps_the_session(private_zk, zkwarden_factory, kazoo_factory):
+    """Issue 19, item 7: a JobManager that comes back just after the grace
+    (a long GC pause, a slow reconnect) while its orphan fence has already
+    re-attached the session on the server and waits for the answer. Direct,
+    its session would live on for its whole timeout; the fence must not
+    close it now. The relay in front of ZooKeeper holds the server's
+    answers ("mute") from before the grace ends until the JobManager is
+    back: the fence's ConnectRequest reaches the server, its answer does
+    not. A fence that went on would close the session once the answers flow
+    (the re-attach then meets an expired session)."""
+    relay = netfault.Relay(private_zk.hostport, name="orphan-fence").start()
+    try:
+        proxy = zkwarden_factory.start(relay.hostport, extra_env={
+            "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+            "ZKWARDEN_ORPHAN_GRACE_MS": "500", "ZKWARDEN_FENCE_TIMEOUT_MS": "15000"})
+        observer = kazoo_factory(private_zk.hostport)
+        observer.ensure_path("/flink/c1/leader")
+        raw = rawzk.RawSession(proxy.port, timeout_ms=30000)
+        assert raw.create_latch("/flink/c1/leader/latch") == 0
+        sid, passwd = raw.session_id, raw.passwd
+        latch = [k for k in observer.get_children("/flink/c1/leader/latch")
+                 if observer.exists("/flink/c1/leader/latch/" + k).ephemeralOwner == sid]
+        assert len(latch) == 1
+        accepted = relay.accepted
+        relay.set_mode("mute")
+        raw.close()  # gone without closeSession: an orphan after 500 ms
+        wait_until(lambda: "not re-attached within" in proxy.stderr() and relay.accepted > accepted, 10,
+                   what="the orphan fence to connect")
+        back = socket.create_connection((HOST, proxy.port), timeout=10)
+        try:
+            back.sendall(rawzk.connect_request(30000, sid, passwd))
+            wait_until(lambda: "re-attaches while its orphan fence is under way" in proxy.stderr(), 10,
+                       what="the re-attach to meet the fence")
+            relay.set_mode("pass")
+            back.settimeout(10)
+            body = b""
+            while len(body) < 20:
+                chunk = back.recv(64)
+                assert chunk, "zkwarden closed the re-attach:\n" + proxy.stderr()[-3000:]
+                body += chunk
+            _, _, timeout, session = struct.unpack(">iiiq", body[:20])
+            assert (timeout, session) != (0, 0), "the session was closed by its orphan fence"
+            assert session == sid and timeout > 0
+            assert observer.exists("/flink/c1/leader/latch/" + latch[0]).ephemeralOwner == sid
+            assert "re-attached before its fence closed it: not fenced" in proxy.stderr()
+            assert proxy.metric("zkwarden_orphans_fenced_total") == 0
+            back.sendall(rawzk.request(1, -11))  # closeSession: no orphan left behind
+            wait_until(lambda: "after closeSession" in proxy.stderr(), 10, what="the session to close")
+        finally:
+            back.close()
+    finally:
+        relay.stop()
 
 
 # ------------------------------------------------------------ registry
