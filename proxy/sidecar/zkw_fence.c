@@ -97,7 +97,7 @@ static void write_cb(uv_write_t *req, int status) {
 }
 
 static int send_frames(struct zkw_fence *f, uv_write_t *req, uint8_t *p, size_t len) {
-  if (ZKW_FAULT_AT(write, ZKW_FAULT_WHERE, req == &f->write_attach ? "fence attach" : "fence close"))
+  if (ZKW_FAULT_AT(write, ZKW_FAULT_WHERE, req == &f->write_attach ? "fence-attach" : "fence-close"))
     return UV_EPIPE;
   uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
   req->data = f;
@@ -129,7 +129,7 @@ static void close_session(struct zkw_fence *f) {
 
 /* One whole frame from the server. Returns false when the attempt is over. */
 static bool on_frame(struct zkw_fence *f, const uint8_t *body, size_t len) {
-  if (ZKW_FAULT_AT(reply, ZKW_FAULT_WHERE, f->closing_sent ? "fence reply" : "fence ConnectResponse") &&
+  if (ZKW_FAULT_AT(reply, ZKW_FAULT_WHERE, f->closing_sent ? "fence-reply" : "fence-ConnectResponse") &&
       len > 8)
     len = 8; /* cut: it does not decode */
   if (!f->closing_sent) {
