@@ -68,10 +68,14 @@ static void attempt_failed(struct zkw_fence *f, const char *what) {
     return;
   }
   uv_timer_stop(&f->attempt);
-  if (f->tcp_open)
+  if (f->resolving) { /* resolve_cb goes on */
+    f->abandoned = true;
+    uv_cancel((uv_req_t *)&f->resolve);
+  } else if (f->tcp_open) {
     close_tcp(f); /* closed_cb goes on */
-  else
+  } else {
     next_server(f);
+  }
 }
 
 static void attempt_timeout_cb(uv_timer_t *t) {
@@ -221,6 +225,11 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   struct zkw_fence *f = req->data;
   f->open--;
   f->resolving = false;
+  if (f->abandoned && !f->ending) { /* its attempt timed out meanwhile */
+    f->abandoned = false;
+    if (res) uv_freeaddrinfo(res);
+    return next_server(f);
+  }
   if (f->ending || status < 0 || !res) {
     if (res) uv_freeaddrinfo(res);
     if (f->ending) return maybe_report(f);
@@ -281,7 +290,7 @@ int zkw_fence_start(uv_loop_t *loop, struct zkw_fence *f, zkw_fence_cb cb, void 
   f->arg = arg;
   f->loop = loop;
   f->detail[0] = 0;
-  f->cancel = f->ending = f->closing_sent = f->tcp_open = f->resolving = false;
+  f->cancel = f->ending = f->closing_sent = f->tcp_open = f->resolving = f->abandoned = false;
   f->next = 0;
   if (f->attempt_ms < 100) f->attempt_ms = 100;
   uv_timer_init(loop, &f->deadline);

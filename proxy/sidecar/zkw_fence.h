@@ -55,7 +55,7 @@ struct zkw_fence {
   uv_connect_t connect;
   uv_write_t write_attach, write_close;
   uv_tcp_t tcp;
-  bool tcp_open, resolving;
+  bool tcp_open, resolving, abandoned; /* abandoned: a resolve whose attempt timed out */
   uint8_t in[256];
   size_t in_len;
   uint8_t out_attach[64];
