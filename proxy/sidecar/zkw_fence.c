@@ -25,8 +25,7 @@ static void pause_cb(uv_timer_t *t);
 /* Once the outcome is known and every callback has come: the report. */
 static void maybe_report(struct zkw_fence *f) {
   if (!f->ending || f->open) return;
-  memset(f->passwd, 0, sizeof f->passwd);
-  f->cb(f, f->result, f->arg);
+  f->cb(f, f->result, f->arg); /* the password was wiped by end() */
 }
 
 static void closed_cb(uv_handle_t *h) {
@@ -261,13 +260,11 @@ static void next_server(struct zkw_fence *f) {
   size_t n = strcspn(p, ",");
   f->next += n + (p[n] == ',');
   snprintf(f->server, sizeof f->server, "%.*s", (int)n, p);
+  /* zkw_config_upstream_list writes hosts bare (an IPv6 one too): the port
+   * follows the last colon. */
   char host[sizeof f->server], *port = strrchr(f->server, ':');
   if (!port) return attempt_failed(f, "no port");
   snprintf(host, sizeof host, "%.*s", (int)(port - f->server), f->server);
-  if (host[0] == '[') { /* [v6]:port */
-    memmove(host, host + 1, strlen(host));
-    host[strcspn(host, "]")] = 0;
-  }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   f->resolve.data = f;
   f->closing_sent = false;
