@@ -45,6 +45,16 @@ static const char *const move_names[ZKW_MOVE_OUTCOME_COUNT] = {
 #undef ZKW_X_MOVE
 };
 
+static const char *const nmove_names[ZKW_NMOVE_COUNT] = {
+#define ZKW_X_NMOVE(name, str) str,
+    ZKW_NOT_MOVABLE_REASONS(ZKW_X_NMOVE)
+#undef ZKW_X_NMOVE
+};
+
+const char *zkw_not_movable_name(int reason) {
+  return reason >= 0 && reason < ZKW_NMOVE_COUNT ? nmove_names[reason] : "unknown";
+}
+
 const char *zkw_action_kind_name(int kind) {
   return kind >= 0 && kind < ZKW_ACTION_KIND_COUNT ? kind_names[kind] : "unknown";
 }
@@ -125,6 +135,10 @@ static int render_counter_rfail(struct zkw_buf *b, const char *name, const uint6
   return render_reasons(b, name, v, rfail_names, ZKW_RFAIL_COUNT);
 }
 
+static int render_counter_nmove(struct zkw_buf *b, const char *name, const uint64_t *v) {
+  return render_reasons(b, name, v, nmove_names, ZKW_NMOVE_COUNT);
+}
+
 static int render_counter_kind(struct zkw_buf *b, const char *name, const uint64_t *v) {
   for (int i = 0; i < ZKW_ACTION_KIND_COUNT; i++)
     TRY(zkw_text_printf(b, "%s{kind=\"%s\"} %llu\n", name, kind_names[i], (unsigned long long)v[i]));
@@ -193,6 +207,7 @@ static int render_histogram_none(struct zkw_buf *b, const char *name, struct zkw
 #define ZKW_MRENDER_GAUGE_NONE     render_gauge_none
 #define ZKW_MRENDER_GAUGE_BUILD    render_gauge_build
 #define ZKW_MRENDER_COUNTER_MOVE   render_counter_move
+#define ZKW_MRENDER_COUNTER_NMOVE  render_counter_nmove
 #define ZKW_MRENDER_HISTOGRAM_OP   render_histogram_op
 #define ZKW_MRENDER_HISTOGRAM_NONE render_histogram_none
 
@@ -213,6 +228,7 @@ enum {
   LABELS_RFAIL,
   LABELS_KIND,
   LABELS_MOVE,
+  LABELS_NMOVE,
   LABELS_DIR,
   LABELS_BUILD
 };
@@ -233,6 +249,9 @@ static void print_labels(FILE *out, int labels) {
     break;
   case LABELS_RFAIL:
     print_reasons(out, rfail_names, ZKW_RFAIL_COUNT);
+    break;
+  case LABELS_NMOVE:
+    print_reasons(out, nmove_names, ZKW_NMOVE_COUNT);
     break;
   case LABELS_KIND:
     fprintf(out, "`kind`:");

@@ -77,7 +77,8 @@ enum zkw_reclaim_failure {
   X(SWEEP, "sweep")                                                                                          \
   X(FENCE, "fence")                                                                                          \
   X(ORPHAN_FENCE, "orphan_fence")                                                                            \
-  X(ZOMBIE, "zombie")
+  X(ZOMBIE, "zombie")                                                                                        \
+  X(SESSION_MOVE, "session_move")
 
 /* How a session move ended (label outcome= of zkwarden_session_moves_total,
  * zkw_move.c). X(name, "outcome as shown") */
@@ -87,6 +88,26 @@ enum zkw_reclaim_failure {
   X(TIMED_OUT, "timed_out")                                                                                  \
   X(FAILED, "failed")                                                                                        \
   X(NOT_MOVABLE, "not_movable")
+
+/* Why a session whose server went away could not move (label reason= of
+ * zkwarden_session_moves_refused_total, zkw_move.c). X(name, "reason as shown") */
+#define ZKW_NOT_MOVABLE_REASONS(X)                                                                           \
+  X(FENCED, "fenced")                                                                                        \
+  X(SASL, "sasl")                                                                                            \
+  X(READ_ONLY, "read_only")                                                                                  \
+  X(AUTH_NOT_KEPT, "auth_not_kept")                                                                          \
+  X(AUTH_OUTSTANDING, "auth_outstanding")                                                                    \
+  X(WATCHES_NOT_KEPT, "watches_not_kept")                                                                    \
+  X(NO_TIME, "no_time")
+
+/* clang-format off */
+enum zkw_not_movable {
+#define ZKW_X_NMOVE(name, str) ZKW_NMOVE_##name,
+  ZKW_NOT_MOVABLE_REASONS(ZKW_X_NMOVE)
+#undef ZKW_X_NMOVE
+  ZKW_NMOVE_COUNT
+};
+/* clang-format on */
 
 /* clang-format off */
 enum zkw_move_outcome {
@@ -145,7 +166,8 @@ struct zkw_histogram {
  *   type:   COUNTER, GAUGE or HISTOGRAM
  *   labels: NONE; OP (op="<opcode name from ZKW_OPCODES>"); CLOSE
  *           (reason="<ZKW_CLOSE_CLASSES>"); RFAIL (reason="<ZKW_RECLAIM_FAILURES>"); KIND
- *           (kind="<ZKW_ACTION_KINDS>"); MOVE (outcome="<ZKW_MOVE_OUTCOMES>"); MSEC (none: counted in
+ *           (kind="<ZKW_ACTION_KINDS>"); MOVE (outcome="<ZKW_MOVE_OUTCOMES>"); NMOVE
+ *           (reason="<ZKW_NOT_MOVABLE_REASONS>"); MSEC (none: counted in
  * milliseconds, shown in seconds); DIR (direction= "client_to_upstream"|"upstream_to_client"); BUILD
  * (version=) Help texts are one line without backslashes (they are written verbatim). */
 #define ZKW_METRICS(X)                                                                                       \
@@ -240,9 +262,13 @@ struct zkw_histogram {
   X(session_moves, COUNTER, MOVE, "zkwarden_session_moves_total",                                            \
     "Sessions whose server went away or silent, by outcome: moved to another server with the client kept "   \
     "connected, expired on the ensemble, out of the client's time, failed (no server took it), or not "      \
-    "movable (SASL, read-only, a request held by zkwarden); all but moved drop the client as direct.")       \
+    "movable (zkwarden_session_moves_refused_total says why); all but moved drop the client as direct.")     \
   X(session_move_duration, HISTOGRAM, NONE, "zkwarden_session_move_seconds",                                 \
     "Time from losing a session's server to the session confirmed and restored on another one.")             \
+  X(session_moves_refused, COUNTER, NMOVE, "zkwarden_session_moves_refused_total",                           \
+    "Sessions whose server went away and that could not move, by reason: fenced by zkwarden, SASL, "         \
+    "read-only, auth packets past the bound kept for a replay, an auth reply outstanding, watches not "      \
+    "kept, or the client's read timeout too close (each is logged).")                                        \
   X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
     "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \
@@ -259,6 +285,7 @@ struct zkw_histogram {
 #define ZKW_MSTORE_GAUGE_NONE(f)     int64_t f;
 #define ZKW_MSTORE_GAUGE_BUILD(f)    int64_t f;
 #define ZKW_MSTORE_COUNTER_MOVE(f)   uint64_t f[ZKW_MOVE_OUTCOME_COUNT];
+#define ZKW_MSTORE_COUNTER_NMOVE(f)  uint64_t f[ZKW_NMOVE_COUNT];
 #define ZKW_MSTORE_HISTOGRAM_OP(f)   struct zkw_histogram f[ZKW_OP_COUNT];
 #define ZKW_MSTORE_HISTOGRAM_NONE(f) struct zkw_histogram f;
 
@@ -334,6 +361,8 @@ int zkw_metrics_render(struct zkw_buf *out) __attribute__((warn_unused_result));
 void zkw_metrics_list_markdown(FILE *out);
 /* The label value of a reclaim failure reason ("other" if out of range). */
 const char *zkw_reclaim_failure_name(int f);
+/* The label value of a reason a session could not move ("unknown" if out of range). */
+const char *zkw_not_movable_name(int reason);
 /* The name of an action kind ("unknown" if out of range). */
 const char *zkw_action_kind_name(int kind);
 

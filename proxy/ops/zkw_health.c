@@ -10,7 +10,12 @@
  * refused is not reachable, with OpenSSL's reason. Name resolution is bounded by the
  * resolver's own timeouts (a getaddrinfo cannot be abandoned safely); until
  * a probe completes, the previous result stands. When probes run: see
- * ZKW_HEALTH_REPROBE_MS in zkw_health.h. */
+ * ZKW_HEALTH_REPROBE_MS in zkw_health.h.
+ *
+ * The same machinery watches for servers coming back: a server the relay
+ * lost (zkw_upstream_down) gets `srvr` every ZKW_HEALTH_RETURN_MS until it
+ * answers as serving; then the relay learns it is back (zkw_upstream_back),
+ * and a session that moves prefers it (it has been restarted already). */
 #include "zkw_health.h"
 
 #include <stdio.h>
@@ -23,6 +28,7 @@
 #include "zkw_session.h"
 #include "zkw_sidecar.h"
 #include "zkw_tls.h"
+#include "zkw_upstream.h"
 
 enum probe_state { IDLE, RESOLVING, CONNECTING, HANDSHAKING, TALKING, CLOSING };
 
@@ -41,6 +47,9 @@ static struct {
   bool success;             /* the current attempt found a reachable server */
   int handles;              /* open handles and requests of the probe */
   uint32_t idx;             /* server being tried */
+  bool returning;           /* this probe watches lost servers for their return (not readiness) */
+  uint64_t next_ready_ns;   /* when the readiness check is due again */
+  uint64_t return_at_ms[ZKW_MAX_UPSTREAMS]; /* uv_now() of each server's last return probe */
   char name[300];
   char answer[1024];
   size_t answer_len;
@@ -56,6 +65,7 @@ static struct {
 static void attempt(void);
 static void schedule(uint64_t ms);
 static void deadline_cb(uv_timer_t *t);
+static void next_tick(void);
 
 static uint64_t interval_ns(void) {
   return (uint64_t)ZKW_HEALTH_INTERVAL_MS * 1000000u;
@@ -93,7 +103,51 @@ static void probe_done(bool ok) {
   snprintf(why, sizeof why, "no upstream server reachable: %s", health.failures);
   set_result(ok, why);
   health.state = IDLE;
-  schedule(ZKW_HEALTH_INTERVAL_MS);
+  next_tick();
+}
+
+/* ---- servers coming back ---- */
+
+/* A lost server is probed every ZKW_HEALTH_RETURN_MS for
+ * ZKW_HEALTH_RETURN_FAST_MS after its loss, then every
+ * ZKW_HEALTH_REPROBE_MS. The next such server from i on, or -1. */
+static int next_down(uint32_t i) {
+  const struct zkw_server *srv = health.srv;
+  uint64_t now = uv_now(srv->loop);
+  for (; i < (uint32_t)srv->cfg->upstream_count; i++) {
+    if (!zkw_upstream_down(srv, (int)i)) continue;
+    bool fast = now - zkw_upstream_lost_ms(srv, (int)i) < ZKW_HEALTH_RETURN_FAST_MS;
+    if (now - health.return_at_ms[i] >= (fast ? ZKW_HEALTH_RETURN_MS : ZKW_HEALTH_REPROBE_MS)) return (int)i;
+  }
+  return -1;
+}
+
+static bool any_down(void) {
+  for (int i = 0; i < health.srv->cfg->upstream_count; i++)
+    if (zkw_upstream_down(health.srv, i)) return true;
+  return false;
+}
+
+/* Waits for the next tick: every ZKW_HEALTH_RETURN_MS while a server is
+ * down, else every ZKW_HEALTH_INTERVAL_MS. */
+static void next_tick(void) {
+  schedule(any_down() ? ZKW_HEALTH_RETURN_MS : ZKW_HEALTH_INTERVAL_MS);
+}
+
+/* The return probe tries server idx (from next_down), or ends. */
+static bool return_next(int idx) {
+  if (idx < 0) {
+    health.returning = false;
+    health.state = IDLE;
+    next_tick();
+    return false;
+  }
+  health.returning = true;
+  health.idx = (uint32_t)idx;
+  health.success = false;
+  health.return_at_ms[idx] = uv_now(health.srv->loop);
+  attempt();
+  return true;
 }
 
 static void note_failure(const char *what) {
@@ -107,6 +161,14 @@ static void closed_cb(uv_handle_t *hd) {
   if (health.stopping) return;
   /* The attempt is over: the end of the probe, or the next server. */
   health.state = IDLE;
+  if (health.returning) {
+    if (health.success) {
+      zkw_log_info("upstream %s serves again", health.name);
+      zkw_upstream_back(health.srv, (int)health.idx);
+    }
+    return_next(next_down(health.idx + 1));
+    return;
+  }
   if (health.success) {
     probe_done(true);
     return;
@@ -353,26 +415,34 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   uv_freeaddrinfo(res);
 }
 
-static void deadline_cb(uv_timer_t *t) {
-  (void)t;
-  if (health.state == IDLE) {
-    uint64_t now = uv_hrtime(), losses = upstream_losses();
+/* A tick: the readiness check when due (a probe when passive evidence does
+ * not answer), else a return probe when a server is down. */
+static void tick(void) {
+  uint64_t now = uv_hrtime();
+  if (now >= health.next_ready_ns) {
+    health.next_ready_ns = now + interval_ns();
+    uint64_t losses = upstream_losses();
     bool lost = losses != health.losses;
     if (!lost && passive_fresh(now)) {
       set_result(true, "");
-      schedule(ZKW_HEALTH_INTERVAL_MS);
+    } else if (!(!lost && health.probed && health.ok &&
+                 now - health.probed_ns < (uint64_t)ZKW_HEALTH_REPROBE_MS * 1000000u)) {
+      health.losses = losses;
+      health.returning = false;
+      health.idx = 0;
+      health.success = false;
+      health.failures[0] = 0;
+      attempt();
       return;
     }
-    if (!lost && health.probed && health.ok &&
-        now - health.probed_ns < (uint64_t)ZKW_HEALTH_REPROBE_MS * 1000000u) {
-      schedule(ZKW_HEALTH_INTERVAL_MS);
-      return;
-    }
-    health.losses = losses;
-    health.idx = 0;
-    health.success = false;
-    health.failures[0] = 0;
-    attempt();
+  }
+  return_next(next_down(0));
+}
+
+static void deadline_cb(uv_timer_t *t) {
+  (void)t;
+  if (health.state == IDLE) {
+    tick();
     return;
   }
   attempt_over(health.state == CONNECTING    ? "connect timed out"

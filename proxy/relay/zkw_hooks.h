@@ -13,7 +13,12 @@
  *   on_connect_response  the server's first ConnectResponse
  *   on_request           each client request (not pings, auth, the handshake)
  *   on_reply             each reply to a client request (not pings, auth,
- *                        notifications, nor zkwarden's own in-band requests)
+ *                        notifications, nor zkwarden's own in-band requests),
+ *                        and the CONNECTIONLOSS a move answers it with
+ *   on_move              the server of an established session went away and
+ *                        the session could move (zkw_move.h): ZKW_FORWARD
+ *                        moves it, ZKW_DROP closes the client's connection as
+ *                        a plain proxy would (the policy's observe mode)
  *   on_close             the session is closing (once)
  *
  * Verdicts of on_request and on_reply (negative: a codec status, the session
@@ -27,7 +32,8 @@
  *                 it later with zkw_session_replay or zkw_session_deliver
  * A request's FORWARD or REPLACE may carry ZKW_BARRIER: the relay keeps the
  * frame it sent, and later client frames wait until its reply, which comes
- * to on_reply with at_barrier set.
+ * to on_reply with ZKW_REPLY_AT_BARRIER set. It may carry ZKW_MARK: its reply
+ * comes with ZKW_REPLY_MARKED (however many marked requests are in flight).
  *
  * Per-session policy state: the relay allocates session_size bytes with each
  * session (zeroed, freed with it): zkw_session_policy(s). The back-channel
@@ -53,6 +59,11 @@ enum zkw_verdict {
 };
 #define ZKW_VERDICT_MASK 0xff
 #define ZKW_BARRIER      0x100
+#define ZKW_MARK         0x200
+
+/* on_reply's flags. */
+#define ZKW_REPLY_AT_BARRIER 1u /* the first reply to the barrier request (not its replay's) */
+#define ZKW_REPLY_MARKED     2u /* the request carried ZKW_MARK */
 
 struct zkw_hooks {
   size_t session_size;
@@ -62,8 +73,10 @@ struct zkw_hooks {
   void (*on_connect_response)(struct zkw_session *s, const struct zkw_connect_resp *resp);
   int (*on_request)(struct zkw_session *s, const struct zkw_request *req, const uint8_t *frame, size_t len,
                     struct zkw_buf *out);
-  int (*on_reply)(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, bool at_barrier,
+  int (*on_reply)(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, unsigned flags,
                   struct zkw_buf *out);
+  /* why: what happened to the server, for the policy's report. */
+  int (*on_move)(struct zkw_session *s, const char *why);
   void (*on_close)(struct zkw_session *s);
   /* The server stops (SIGTERM): policy timers and handles go (policy: the
    * server's policy context). */

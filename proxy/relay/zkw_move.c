@@ -30,6 +30,12 @@
 /* Floor of the wait for one server's answer to the re-attach. */
 #define MOVE_HANDSHAKE_MIN_MS 200u
 
+/* uv_now() since which the server counts as silent: its last bytes, or
+ * zkwarden resuming to read it after a pause of its own. */
+static uint64_t quiet_since(const struct zkw_session *s) {
+  return s->up_last_read_ms > s->upstream.resumed_ms ? s->up_last_read_ms : s->upstream.resumed_ms;
+}
+
 /* The client's read timeout: two thirds of the session timeout. */
 static uint64_t read_timeout_ms(const struct zkw_session *s) {
   return (uint64_t)s->timeout * 2 / 3;
@@ -41,14 +47,33 @@ static void count(struct zkw_session *s, enum zkw_move_outcome outcome) {
   zkw_metrics.session_moves[outcome]++;
 }
 
-/* Why this session cannot move, or NULL. */
-static const char *not_movable(const struct zkw_session *s) {
-  if (s->no_move) return "a session zkwarden is closing on the ensemble (fenced)";
-  if (s->sasl) return "a SASL session (its exchange cannot be replayed)";
-  if (s->read_only || s->ro_requested) return "a read-only session";
-  if (s->unmovable || s->watches.lost) return "its auth packets or watches could not all be kept";
-  if (s->barrier || s->held) return "a request is held by zkwarden";
-  return NULL;
+/* Bounds on the auth packets kept for a replay (zkw_move_keep_auth). */
+#define AUTH_KEEP_MAX       16
+#define AUTH_KEEP_MAX_BYTES (64 * 1024)
+
+/* Why a session cannot move, in the order of ZKW_NOT_MOVABLE_REASONS. */
+static const char *const refusal_text[ZKW_NMOVE_COUNT] = {
+    "a session zkwarden is closing on the ensemble (fenced)",
+    "a SASL session (its exchange cannot be replayed)",
+    "a read-only session",
+    "its auth packets were not all kept for a replay",
+    "an auth packet awaits its reply (which a replay cannot tell apart)",
+    "its watches could not all be kept",
+    "the client's read timeout is too close",
+};
+
+/* Why this session cannot move (enum zkw_not_movable), or -1. A request in
+ * flight, a lock request zkwarden holds as its barrier, a request the
+ * policy holds, zkwarden's own in-band work: none of them keeps a session
+ * from moving (see zkw_move.h). */
+static int not_movable(const struct zkw_session *s) {
+  if (s->no_move) return ZKW_NMOVE_FENCED;
+  if (s->sasl) return ZKW_NMOVE_SASL;
+  if (s->read_only || s->ro_requested) return ZKW_NMOVE_READ_ONLY;
+  if (s->unmovable) return ZKW_NMOVE_AUTH_NOT_KEPT;
+  if (s->auths) return ZKW_NMOVE_AUTH_OUTSTANDING;
+  if (s->watches.lost) return ZKW_NMOVE_WATCHES_NOT_KEPT;
+  return -1;
 }
 
 static void give_up(struct zkw_session *s, enum zkw_move_outcome outcome, uint8_t close_class,
@@ -102,6 +127,7 @@ static void drop_connection(struct zkw_session *s) {
   up->reading = false;
   up->paused = false;
   up->connected = false;
+  up->lost = 0;
   zkw_buf_release(&up->in);
   zkw_buf_release(&up->out); /* requests not yet written: answered with CONNECTIONLOSS */
   if (up->tls) {
@@ -138,6 +164,7 @@ static void handshake_cb(uv_timer_t *t) {
   zkw_slog(s, ZKW_LOG_WARN, "moving: upstream %s did not answer the handshake within %u ms", s->up_name,
            handshake_bound_ms(s));
   zkw_upstream_suspect(s, (uint64_t)s->timeout);
+  zkw_upstream_lost(s);
   drop_connection(s);
 }
 
@@ -160,29 +187,58 @@ static void connected_cb(struct zkw_session *s) {
     give_up(s, ZKW_MOVE_FAILED, ZKW_CLOSE_IO_ERROR, "cannot write the ConnectRequest");
     return;
   }
+  if (s->upstream.lost) return; /* the loss is handled on the next turn: the next server */
   zkw_side_start_reading(&s->upstream);
   uv_timer_start(&s->timer, handshake_cb, handshake_bound_ms(s), 0);
+}
+
+/* A lock request zkwarden held as its barrier (zkw_hooks.h) was in flight
+ * on the lost connection: its outcome is unknown, as any request's. Still
+ * on the pending ring (no reply yet, or its replay sent), it is answered
+ * with the others. Its reply withheld while the policy reclaimed: it gets
+ * its CONNECTIONLOSS from the ring too, as the oldest of the client's
+ * requests (those behind it waited). The policy's replay or delivery of
+ * that barrier then does nothing (zkw_session_barrier). Returns 0 or -1 (out
+ * of memory). */
+static int end_barrier(struct zkw_session *s) {
+  if (!s->barrier) return 0;
+  if (s->held_reply.len && zkw_pending_push(&s->pending, s->barrier_xid, s->barrier_op)) return -1;
+  s->barrier = false;
+  s->barrier_replayed = false;
+  zkw_buf_release(&s->held_reply);
+  zkw_buf_release(&s->barrier_frame);
+  return 0;
 }
 
 bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   if (s->moving) { /* the new connection ended too */
     zkw_slog(s, ZKW_LOG_INFO, "moving: upstream %s %s", s->up_name, why);
     zkw_upstream_suspect(s, (uint64_t)s->timeout);
+    zkw_upstream_lost(s);
     drop_connection(s);
     return true;
   }
   if (s->phase != ZKW_PHASE_ACTIVE || s->close_sent || s->timeout <= 0 || !s->session_id ||
       !s->srv->cfg->session_move || s->srv->stopping)
     return false;
-  const char *no = not_movable(s);
+  int no = not_movable(s);
   uint64_t now = uv_now(s->srv->loop);
-  uint64_t deadline = s->up_last_read_ms + read_timeout_ms(s);
+  uint64_t deadline = quiet_since(s) + read_timeout_ms(s);
   deadline = deadline > MOVE_MARGIN_MS ? deadline - MOVE_MARGIN_MS : 0;
-  if (!no && deadline <= now) no = "the client's read timeout is too close";
-  if (no) {
+  if (no < 0 && deadline <= now) no = ZKW_NMOVE_NO_TIME;
+  zkw_upstream_lost(s);
+  if (no >= 0) {
     zkw_metrics.session_moves[ZKW_MOVE_NOT_MOVABLE]++;
-    zkw_slog(s, ZKW_LOG_INFO, "upstream %s %s: not moving %s", s->up_name, why, no);
+    zkw_metrics.session_moves_refused[no]++;
+    zkw_slog(s, ZKW_LOG_INFO, "upstream %s %s: not moving %s", s->up_name, why, refusal_text[no]);
     return false;
+  }
+  const struct zkw_hooks *hooks = s->srv->hooks;
+  if (hooks && hooks->on_move && hooks->on_move(s, why) != ZKW_FORWARD) return false; /* the policy's word */
+  if (end_barrier(s)) {
+    s->close_class = ZKW_CLOSE_IO_ERROR;
+    zkw_session_close(s, ZKW_LOG_ERROR, "out of memory moving the session");
+    return true; /* closed */
   }
   s->moving = true;
   s->move_counted = false;
@@ -216,7 +272,7 @@ static int answer_lost(struct zkw_session *s) {
     int rc = zkw_encode_reply(frame, sizeof frame, &rep, e.op, &len);
     const struct zkw_hooks *hooks = s->srv->hooks;
     if (rc == ZKW_OK && hooks && hooks->on_reply) {
-      hooks->on_reply(s, &rep, e.op, false, &s->scratch);
+      hooks->on_reply(s, &rep, e.op, e.mark ? ZKW_REPLY_MARKED : 0u, &s->scratch);
       zkw_buf_release(&s->scratch); /* the answer is ours, whatever the verdict */
     }
     if (rc == ZKW_OK) rc = zkw_side_send(&s->client, frame, len);
@@ -235,9 +291,12 @@ static int answer_lost(struct zkw_session *s) {
 static int restore(struct zkw_session *s) {
   struct zkw_buf frames = {0};
   int n = zkw_watches_encode(&s->watches, s->last_zxid, &frames);
-  if (n < 0) return -1;
+  if (n < 0) {
+    zkw_buf_release(&frames); /* the frames encoded before the failure */
+    return -1;
+  }
   s->move_watches = (uint32_t)n;
-  s->move_auths = s->auth_count - s->auths; /* the last s->auths replies are the client's */
+  s->move_auths = s->auth_count; /* none of the client's is outstanding (not_movable) */
   int rc = zkw_side_send(&s->upstream, s->auth_frames, s->auth_len);
   if (!rc) rc = zkw_side_send(&s->upstream, frames.data, frames.len);
   zkw_buf_release(&frames);
@@ -283,6 +342,7 @@ static int on_response(struct zkw_session *s, const uint8_t *body, size_t len) {
     give_up(s, ZKW_MOVE_FAILED, ZKW_CLOSE_IO_ERROR, "cannot write the restore");
     return ZKW_DROP;
   }
+  if (s->upstream.lost) return ZKW_DROP; /* lost at once: the next server, on the next turn */
   if (!s->move_auths && !s->move_watches) finish(s);
   return ZKW_DROP;
 }
@@ -307,9 +367,6 @@ int zkw_move_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
       return ZKW_DROP;
     }
     s->move_auths--;
-  } else if (xid == ZKW_XID_AUTH && s->auths) {
-    s->auths--;
-    return ZKW_FORWARD;
   } else if (xid == ZKW_XID_SET_WATCHES && s->move_watches) {
     s->move_watches--;
   } else {
@@ -328,13 +385,21 @@ int zkw_move_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
  * ago. The second bound spares a ping the client has just sent: an idle
  * client pings a third of the timeout after it last heard from the server,
  * and is judged half-way to its own read timeout at the earliest, with a
- * sixth of the timeout left to move. */
+ * sixth of the timeout left to move.
+ *
+ * Only the server's silence counts. While zkwarden does not read the server
+ * itself (the client is not reading its replies: a GC pause, a slow
+ * consumer; zkw_session.c stops reading a side whose peer has ZKW_HIGH_WATER
+ * unsent), nothing is judged, and the silence is counted again from the
+ * moment reading resumed: the client's own read timeout decides, as it
+ * would direct. */
 
-/* uv_now() at which the session counts as silent, or 0 (nothing outstanding). */
+/* uv_now() at which the session counts as silent, or 0 (nothing outstanding,
+ * or zkwarden itself is not reading the server). */
 static uint64_t silent_at(const struct zkw_session *s) {
-  if (!(s->pings || s->pending.count)) return 0;
+  if (!(s->pings || s->pending.count) || s->upstream.paused) return 0;
   uint64_t t = (uint64_t)s->timeout;
-  uint64_t a = s->up_last_read_ms + t / 3, b = s->outstanding_since_ms + t / 6;
+  uint64_t a = quiet_since(s) + t / 3, b = s->outstanding_since_ms + t / 6;
   return a > b ? a : b;
 }
 
@@ -346,11 +411,11 @@ static void silence_cb(uv_timer_t *t) {
     uv_timer_start(&s->guard, silence_cb, at - now, 0);
     return;
   }
-  if (s->move_refused_at == s->up_last_read_ms) return; /* this silence was judged already */
-  s->move_refused_at = s->up_last_read_ms;
+  uint64_t heard = quiet_since(s);
+  if (s->move_refused_at == heard) return; /* this silence was judged already */
+  s->move_refused_at = heard;
   char why[96];
-  snprintf(why, sizeof why, "silent for %llu ms with requests outstanding",
-           (unsigned long long)(now - s->up_last_read_ms));
+  snprintf(why, sizeof why, "silent for %llu ms with requests outstanding", (unsigned long long)(now - heard));
   if (!zkw_move_start(s, why, true)) return; /* the client's own timeout decides, as before */
 }
 
@@ -367,22 +432,53 @@ void zkw_move_watch_silence(struct zkw_session *s) {
 
 /* ---- what the session keeps for a move ---- */
 
+static void wipe_auth(struct zkw_session *s) {
+  if (s->auth_frames) {
+    memset(s->auth_frames, 0, s->auth_len);
+    free(s->auth_frames);
+  }
+  s->auth_frames = NULL;
+  s->auth_len = 0;
+  s->auth_count = 0;
+}
+
+/* True if the frame is kept already (the kept frames lie back to back). */
+static bool auth_kept(const struct zkw_session *s, const uint8_t *frame, size_t len) {
+  for (size_t off = 0; off + 4 <= s->auth_len;) {
+    size_t n = 4 + (size_t)zkw_load_be32(s->auth_frames + off);
+    if (n == len && memcmp(s->auth_frames + off, frame, len) == 0) return true;
+    off += n;
+  }
+  return false;
+}
+
+/* Kept: each distinct packet once (a client that adds the same credentials
+ * again), at most AUTH_KEEP_MAX of them and AUTH_KEEP_MAX_BYTES, and only
+ * where a move could replay them. Past that, or out of memory, the session
+ * is marked not movable (one log line; counted when a move is refused) and
+ * nothing more is kept. */
 void zkw_move_keep_auth(struct zkw_session *s, const uint8_t *frame, size_t len) {
-  if (s->unmovable) return;
-  uint8_t *p = zkw_malloc(s->auth_len + len);
+  if (s->unmovable || s->sasl || s->ro_requested || !s->srv->cfg->session_move) return;
+  if (auth_kept(s, frame, len)) return;
+  const char *why = s->auth_count >= AUTH_KEEP_MAX || s->auth_len + len > AUTH_KEEP_MAX_BYTES
+                        ? "more auth packets than zkwarden keeps for a replay"
+                        : NULL;
+  uint8_t *p = why ? NULL : zkw_malloc(s->auth_len + len);
   if (!p) {
+    zkw_slog(s, ZKW_LOG_WARN, "%s (%u, %zu bytes): this session cannot move to another server",
+             why ? why : "out of memory keeping an auth packet for a replay", s->auth_count, s->auth_len);
+    wipe_auth(s);
     s->unmovable = true;
     return;
   }
   if (s->auth_len) memcpy(p, s->auth_frames, s->auth_len);
   memcpy(p + s->auth_len, frame, len);
-  if (s->auth_frames) {
-    memset(s->auth_frames, 0, s->auth_len);
-    free(s->auth_frames);
-  }
+  size_t kept = s->auth_len;
+  uint32_t count = s->auth_count;
+  wipe_auth(s);
   s->auth_frames = p;
-  s->auth_len += len;
-  s->auth_count++;
+  s->auth_len = kept + len;
+  s->auth_count = count + 1;
 }
 
 static void guard_closed_cb(uv_handle_t *h) {
@@ -393,11 +489,6 @@ void zkw_move_session_closed(struct zkw_session *s) {
   if (s->moving) count(s, ZKW_MOVE_FAILED);
   s->moving = false;
   zkw_watches_free(&s->watches);
-  if (s->auth_frames) {
-    memset(s->auth_frames, 0, s->auth_len);
-    free(s->auth_frames);
-  }
-  s->auth_frames = NULL;
-  s->auth_len = 0;
+  wipe_auth(s);
   if (!uv_is_closing((uv_handle_t *)&s->guard)) uv_close((uv_handle_t *)&s->guard, guard_closed_cb);
 }

@@ -125,6 +125,38 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
 
 /* ---- writing ---- */
 
+/* ---- losing the upstream on a write ----
+ *
+ * One rule wherever a socket error on the upstream connection of an
+ * established session is first seen (a read, uv_try_write, uv_write, its
+ * callback, TLS): it is the server's loss, and the session's
+ * on_upstream_lost decides (a move, zkw_move.h, or the close as before).
+ * zkwarden's own failures (out of memory) are not a loss: they close the
+ * session. A write is usually made in the middle of the frame loop, whose
+ * requests are already on the pending ring: the write "succeeds" (its bytes
+ * are dropped with the connection, the move answers their requests) and the
+ * loss is handled on the next turn of the loop. */
+
+static bool is_loss(const struct zkw_side *side, int rc) {
+  const struct zkw_session *s = side->s;
+  return side == &s->upstream && rc != UV_ENOMEM && rc != UV_ENOBUFS && s->phase == ZKW_PHASE_ACTIVE &&
+         s->on_upstream_lost;
+}
+
+static void lost_cb(uv_timer_t *t) {
+  struct zkw_session *s = t->data;
+  if (s->phase == ZKW_PHASE_ACTIVE && s->upstream.lost) s->on_upstream_lost(s, s->upstream.lost);
+}
+
+/* The upstream connection is lost (rc): later writes to it are dropped, and
+ * the loss handled on the next turn (the session's timer is free while it
+ * is established; a move that takes it over stops it). */
+static void side_lost(struct zkw_side *side, int rc) {
+  if (side->lost) return;
+  side->lost = rc;
+  uv_timer_start(&side->s->timer, lost_cb, 0, 0);
+}
+
 static void write_cb(uv_write_t *req, int status) {
   struct zkw_side *side = req->data;
   struct zkw_session *s = side->s;
@@ -133,7 +165,11 @@ static void write_cb(uv_write_t *req, int status) {
   if (status < 0) {
     if (s->phase == ZKW_PHASE_CLOSING)
       closing_side_done(side);
-    else if (side->open) /* else: a connection left by a session move (zkw_move.c) */
+    else if (!side->open) /* a connection left by a session move (zkw_move.c) */
+      ;
+    else if (is_loss(side, status))
+      side_lost(side, status);
+    else
       zkw_session_write_failed(s, side, status);
     return;
   }
@@ -145,12 +181,13 @@ static void write_cb(uv_write_t *req, int status) {
   struct zkw_side *src = zkw_side_peer(side);
   if (src->paused && zkw_side_unsent(side) < ZKW_LOW_WATER) {
     src->paused = false;
+    src->resumed_ms = uv_now(s->srv->loop);
     zkw_side_start_reading(src);
   }
 }
 
 void zkw_side_flush(struct zkw_side *side) {
-  if (side->writing || !side->out.len || !side->open) return;
+  if (side->writing || !side->out.len || !side->open || side->lost) return;
   side->flight = side->out;
   side->out = (struct zkw_buf){0};
   uv_buf_t b = uv_buf_init((char *)side->flight.data, (unsigned)side->flight.len);
@@ -160,15 +197,22 @@ void zkw_side_flush(struct zkw_side *side) {
                : uv_write(&side->wreq, (uv_stream_t *)&side->tcp, &b, 1, write_cb);
   if (rc) {
     zkw_buf_release(&side->flight);
-    zkw_session_write_failed(side->s, side, rc);
+    if (is_loss(side, rc))
+      side_lost(side, rc);
+    else
+      zkw_session_write_failed(side->s, side, rc);
     return;
   }
   side->writing = true;
 }
 
 int zkw_side_send_at(struct zkw_side *side, const uint8_t *p, size_t n, const char *where) {
-  if (!n) return 0;
-  if (ZKW_FAULT_AT(write, where, side->name)) return UV_EPIPE;
+  if (!n || side->lost) return 0;
+  if (ZKW_FAULT_AT(write, where, side->name)) {
+    if (!is_loss(side, UV_EPIPE)) return UV_EPIPE;
+    side_lost(side, UV_EPIPE);
+    return 0;
+  }
   if (side->tls) {
     /* Encrypted into out: uv_write then tries the socket at once. */
     if (zkw_tls_encrypt(side->tls, p, n) != 0) return UV_EPROTO;
@@ -182,6 +226,9 @@ int zkw_side_send_at(struct zkw_side *side, const uint8_t *p, size_t n, const ch
     if (w > 0) {
       p += w;
       n -= (size_t)w;
+    } else if (w != UV_EAGAIN && is_loss(side, w)) {
+      side_lost(side, w);
+      return 0;
     } else if (w != UV_EAGAIN) {
       return w;
     }

@@ -14,6 +14,7 @@ void zkw_pending_init(struct zkw_pending *p) {
   p->head = p->count = 0;
   p->now = p->last_t0 = 0;
   p->last_owned = NULL;
+  p->last_mark = false;
 }
 
 void zkw_pending_free(struct zkw_pending *p) {
@@ -25,7 +26,7 @@ struct zkw_pending_entry zkw_pending_at(const struct zkw_pending *p, uint32_t i)
   return p->ring[(p->head + i) & (p->cap - 1)];
 }
 
-int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void *owned) {
+static int push(struct zkw_pending *p, struct zkw_pending_entry e) {
   if (p->count == p->cap) {
     if (p->cap >= (1u << 30)) return -ENOMEM;
     struct zkw_pending_entry *n = zkw_malloc(sizeof *n * p->cap * 2);
@@ -37,13 +38,21 @@ int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void 
     p->cap *= 2;
     p->head = 0;
   }
-  p->ring[(p->head + p->count) & (p->cap - 1)] = (struct zkw_pending_entry){xid, op, p->now, owned};
+  p->ring[(p->head + p->count) & (p->cap - 1)] = e;
   p->count++;
   return 0;
 }
 
+int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void *owned) {
+  return push(p, (struct zkw_pending_entry){xid, op, p->now, owned, false});
+}
+
+int zkw_pending_push_mark(struct zkw_pending *p, int32_t xid, int32_t op, bool mark) {
+  return push(p, (struct zkw_pending_entry){xid, op, p->now, NULL, mark});
+}
+
 int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) {
-  return zkw_pending_push_owned(p, xid, op, NULL);
+  return zkw_pending_push_mark(p, xid, op, false);
 }
 
 bool zkw_pending_has(const struct zkw_pending *p, int32_t xid, int32_t op, bool op_only) {
@@ -63,6 +72,7 @@ int zkw_pending_match(struct zkw_pending *p, int32_t xid, int32_t *op, int32_t *
     *op = e.op;
     p->last_t0 = e.t0;
     p->last_owned = e.owned;
+    p->last_mark = e.mark;
     /* Close the gap: shift the i entries before it one step towards the tail. */
     for (uint32_t j = i; j > 0; j--)
       p->ring[(p->head + j) & (p->cap - 1)] = p->ring[(p->head + j - 1) & (p->cap - 1)];

@@ -51,6 +51,8 @@ struct zkw_side {
   bool reading;
   bool paused; /* reading stopped because the peer's output is full */
   bool writing;
+  int lost;             /* upstream: a write met this socket error; later writes are dropped (zkw_pair.h) */
+  uint64_t resumed_ms;  /* uv_now() when reading last resumed after a pause */
 };
 
 struct zkw_session {
@@ -70,6 +72,7 @@ struct zkw_session {
   bool upstream_started; /* the client's handshake arrived and connecting began */
   uint32_t up_first, up_tried;
   uint32_t up_idx;                         /* index in ZKWARDEN_UPSTREAM of the current upstream */
+  uint8_t up_order[ZKW_MAX_UPSTREAMS];     /* the order of this round's attempts (zkw_upstream.c) */
   uint32_t up_suspects;                    /* bit i: upstream i was suspect when connecting began */
   uint64_t up_last_read_ms;                /* uv_now() of the upstream's last bytes (or its connect) */
   uint32_t up_handshake_ms;                /* bound on the wait for the ConnectResponse */
@@ -97,6 +100,7 @@ struct zkw_session {
    * sidecar: reclaim and replay) with nothing else in flight. */
   bool barrier;
   bool barrier_replayed;
+  uint32_t barrier_gen; /* counts barriers: the policy's replay or deliver names the one it means */
   int32_t barrier_xid, barrier_op;
   struct zkw_buf barrier_frame; /* the forwarded request, for the replay */
   struct zkw_buf held_reply;    /* its reply, withheld (ZKW_WITHHOLD) */
@@ -139,6 +143,7 @@ struct zkw_session {
    * the session's modules do when it closes. */
   uv_read_cb on_read;
   void (*on_closing)(struct zkw_session *s);
+  void (*on_upstream_lost)(struct zkw_session *s, int rc); /* a write met a socket error (zkw_pair.h) */
 
   int handles; /* open handles and references; freed when it reaches 0 while closing */
   /* Then the policy's block of hooks->session_size bytes (zkw_session_policy). */
@@ -162,6 +167,13 @@ struct zkw_server {
   /* uv_now() until which each upstream is tried after the others: it took a
    * connection (or a handshake) and went silent (zkw_upstream_suspect). */
   uint64_t up_suspect_until[ZKW_MAX_UPSTREAMS];
+  /* uv_now() when each upstream was last lost (a close, reset, silence or
+   * failed connect) and when it was last seen serving after that (a session
+   * confirmed there, or the health probe's srvr): a move prefers the server
+   * that came back most recently (zkw_upstream.h). 0: never. */
+  uint64_t up_lost_ms[ZKW_MAX_UPSTREAMS];
+  uint64_t up_back_ms[ZKW_MAX_UPSTREAMS];
+  uint64_t rng; /* the move's random choice among the other servers */
   bool stopping;
   /* The internal relay (ZKWARDEN_UPSTREAM_TLS=on, sidecar mode): a second
    * zkw_server on 127.0.0.1:<ephemeral port> in relay mode, whose sessions
@@ -218,11 +230,11 @@ static inline int32_t zkw_session_timeout(const struct zkw_session *s) {
 static inline bool zkw_session_read_only(const struct zkw_session *s) {
   return s->read_only;
 }
-/* Requests awaiting their reply: pending requests, pings and auth packets. */
 /* True while the session is being moved to another server. */
 static inline bool zkw_session_moving(const struct zkw_session *s) {
   return s->moving;
 }
+/* Requests awaiting their reply: pending requests, pings and auth packets. */
 static inline uint32_t zkw_session_outstanding(const struct zkw_session *s) {
   return s->pending.count + s->pings + s->auths;
 }

@@ -49,11 +49,12 @@ static void note_refused(struct zkw_server *srv, const char *why) {
   srv->refused_since_line = 0;
 }
 
-/* At the limit: closes the oldest session still waiting for its handshake. */
+/* At the limit: closes the oldest session still waiting for its handshake
+ * (not one whose ConnectRequest the policy holds: it has sent it). */
 static bool displace_idle(struct zkw_server *srv) {
   struct zkw_session *oldest = NULL;
   for (struct zkw_session *s = zkw_session_first(srv); s; s = zkw_session_next(s))
-    if (s->phase == ZKW_PHASE_HANDSHAKE && !s->upstream_started) oldest = s;
+    if (s->phase == ZKW_PHASE_HANDSHAKE && !s->upstream_started && !s->held) oldest = s;
   if (!oldest) return false;
   oldest->close_class = ZKW_CLOSE_LIMIT;
   zkw_session_close(oldest, ZKW_LOG_DEBUG,

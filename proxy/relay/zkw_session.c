@@ -100,8 +100,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     process(side);
   }
   /* A server that closes in the middle of a frame sent a broken reply: the
-   * session is closed as before, not moved. */
-  if (nread < 0 && side == &s->upstream && s->phase == ZKW_PHASE_ACTIVE && !side->in.len &&
+   * session is closed as before, not moved. UV_ENOBUFS is zkwarden's own
+   * allocation failing (alloc_cb), not the server's loss. */
+  if (nread < 0 && nread != UV_ENOBUFS && side == &s->upstream && s->phase == ZKW_PHASE_ACTIVE &&
+      !side->in.len &&
       zkw_move_start(s, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread), false))
     return;
   if (nread < 0) {
@@ -115,6 +117,8 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
                         : s->close_sent             ? " after closeSession"
                         : s->phase == ZKW_PHASE_RAW ? " (four-letter word done)"
                                                     : "");
+    else if (nread == UV_ENOBUFS)
+      zkw_session_close(s, ZKW_LOG_ERROR, "out of memory reading from %s", side->name);
     else
       zkw_session_close(s, ZKW_LOG_INFO, "read from %s failed: %s", side->name, uv_strerror((int)nread));
   }
@@ -197,20 +201,22 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     if ((action & ZKW_VERDICT_MASK) == ZKW_HOLD) return ZKW_HOLD;
     if ((action & ZKW_VERDICT_MASK) == ZKW_DROP) return ZKW_DROP;
   }
+  bool mark = (action & ZKW_MARK) != 0;
   if (action & ZKW_BARRIER) {
-    action &= ZKW_VERDICT_MASK;
     s->barrier = true;
+    if (++s->barrier_gen == 0) s->barrier_gen = 1; /* 0 means none */
     s->barrier_replayed = false;
     s->barrier_xid = req.xid;
     s->barrier_op = req.type;
-    rc = action == ZKW_REPLACE ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
-                               : keep_frame(&s->barrier_frame, frame, flen);
+    rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
+                                                    : keep_frame(&s->barrier_frame, frame, flen);
     if (rc) return rc;
   }
+  action &= ZKW_VERDICT_MASK;
   zkw_metrics_request(req.type);
   if (req.type == ZKW_OP_CLOSE_SESSION) s->close_sent = true;
   if (req.type == ZKW_OP_SASL) s->sasl = true;
-  if (zkw_pending_push(&s->pending, req.xid, req.type)) return ZKW_E_NOSPACE;
+  if (zkw_pending_push_mark(&s->pending, req.xid, req.type, mark)) return ZKW_E_NOSPACE;
   zkw_watches_request(&s->watches, &req);
   return action;
 reserved:
@@ -321,8 +327,9 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   if (xid < 0) return ZKW_FORWARD;
   bool at_barrier = s->barrier && xid == s->barrier_xid && op == s->barrier_op;
   bool first = at_barrier && !s->barrier_replayed; /* not the replay's reply */
+  unsigned flags = (first ? ZKW_REPLY_AT_BARRIER : 0u) | (s->pending.last_mark ? ZKW_REPLY_MARKED : 0u);
   const struct zkw_hooks *hooks = s->srv->hooks;
-  rc = hooks && hooks->on_reply ? hooks->on_reply(s, &rep, op, first, &s->scratch) : ZKW_FORWARD;
+  rc = hooks && hooks->on_reply ? hooks->on_reply(s, &rep, op, flags, &s->scratch) : ZKW_FORWARD;
   if (rc < 0) return rc;
   if (at_barrier) return on_barrier_reply(s, first ? rc : rc == ZKW_WITHHOLD ? ZKW_FORWARD : rc, frame, flen);
   return rc == ZKW_WITHHOLD ? ZKW_FORWARD : rc;
@@ -362,8 +369,11 @@ static void client_hello(struct zkw_session *s) {
     s->last_zxid = req.last_zxid_seen;
     if (s->srv->hooks && s->srv->hooks->on_connect_request &&
         s->srv->hooks->on_connect_request(s, &req) == ZKW_HOLD) {
+      /* Until zkw_session_resume, within the policy's own bound (zkw_hooks.h):
+       * neither the handshake timer nor a flood's displacement ends it. */
       s->held = true;
-      zkw_side_stop_reading(side); /* until zkw_session_resume */
+      uv_timer_stop(&s->timer);
+      zkw_side_stop_reading(side);
       return;
     }
   }
@@ -560,8 +570,13 @@ void zkw_session_resume(struct zkw_session *s) {
   if (!s->processing) process(&s->client);
 }
 
-int zkw_session_replay(struct zkw_session *s) {
-  if (s->phase == ZKW_PHASE_CLOSING || !s->barrier || !s->barrier_frame.len) return -1;
+uint32_t zkw_session_barrier(const struct zkw_session *s) {
+  return s->barrier ? s->barrier_gen : 0;
+}
+
+int zkw_session_replay(struct zkw_session *s, uint32_t barrier) {
+  if (s->phase == ZKW_PHASE_CLOSING || !barrier || zkw_session_barrier(s) != barrier || !s->barrier_frame.len)
+    return -1;
   /* The replay answers the client's request: same xid, same bytes. */
   s->barrier_replayed = true;
   zkw_buf_release(&s->held_reply);
@@ -573,8 +588,8 @@ int zkw_session_replay(struct zkw_session *s) {
   return 0; /* its reply comes through on_barrier_reply */
 }
 
-void zkw_session_deliver(struct zkw_session *s) {
-  if (s->phase == ZKW_PHASE_CLOSING) return;
+void zkw_session_deliver(struct zkw_session *s, uint32_t barrier) {
+  if (s->phase == ZKW_PHASE_CLOSING || !barrier || zkw_session_barrier(s) != barrier) return;
   int rc = zkw_side_send(&s->client, s->held_reply.data, s->held_reply.len);
   zkw_buf_release(&s->held_reply);
   zkw_buf_release(&s->barrier_frame);
@@ -629,6 +644,14 @@ static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
     zkw_text_sockaddr((const struct sockaddr *)&ss, out, len);
 }
 
+/* A write to the upstream met a socket error (zkw_pair.c): the server's
+ * loss, as on a read. */
+static void upstream_lost(struct zkw_session *s, int rc) {
+  if (zkw_move_start(s, uv_strerror(rc), false)) return;
+  s->close_class = s->close_sent ? ZKW_CLOSE_CLIENT_CLOSED : ZKW_CLOSE_UPSTREAM_CLOSED;
+  zkw_session_close(s, ZKW_LOG_INFO, "write to upstream failed: %s", uv_strerror(rc));
+}
+
 /* What the session's modules do when it closes. */
 static void session_closing(struct zkw_session *s) {
   zkw_inband_session_closed(s); /* zkwarden's own requests get a connection loss */
@@ -646,6 +669,7 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   s->upstream = (struct zkw_side){.s = s, .name = "upstream"};
   s->on_read = read_cb;
   s->on_closing = session_closing;
+  s->on_upstream_lost = upstream_lost;
   s->resume = zkw_session_resume;
   zkw_pending_init(&s->pending);
   uv_tcp_init(srv->loop, &s->client.tcp);

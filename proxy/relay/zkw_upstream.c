@@ -5,7 +5,11 @@
  * server that recently took a connection and went silent (a paused or
  * partitioned server still completes TCP handshakes from its kernel) is
  * "suspect": it is tried after the others for a while, as a client connected
- * direct would move on to the next server rather than wait on it again. Names
+ * direct would move on to the next server rather than wait on it again. A
+ * server that was lost (closed, reset, silent, refused) and not seen serving
+ * since comes last too; a session that moves prefers the server that came
+ * back most recently (zkw_upstream.h), so that a rolling restart moves it as
+ * few times as it can: not to the next server, which is the next to stop. Names
  * are resolved asynchronously at each attempt (a StatefulSet's addresses may
  * change); each TCP connect is bounded by ZKWARDEN_CONNECT_TIMEOUT_MS, and
  * with ZKWARDEN_UPSTREAM_TLS=on so is the TLS handshake after it: a server
@@ -46,6 +50,7 @@ static void attempt_failed(struct zkw_session *s, const char *what, const char *
     s->upstream.tls = NULL;
   }
   zkw_upstream_suspect(s, s->srv->cfg->connect_timeout_ms);
+  zkw_upstream_lost(s);
   uv_timer_stop(&s->timer);
   s->upstream.open = false;
   uv_close((uv_handle_t *)&s->upstream.tcp, retry_close_cb);
@@ -172,6 +177,7 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   if (status < 0 || !res) {
     zkw_slog(s, ZKW_LOG_WARN, "upstream %s: cannot resolve (%s)", s->up_name, uv_strerror(status));
     ZKW_METRIC_INC(upstream_connect_failures);
+    zkw_upstream_lost(s);
     if (res) uv_freeaddrinfo(res);
     connect_next(s);
     return;
@@ -180,18 +186,66 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   uv_freeaddrinfo(res);
 }
 
-/* The k-th server to try (k from 0): the rotation from up_first, the servers
- * that were suspect when this connection began after all the others. */
-static uint32_t pick(const struct zkw_session *s, uint32_t k) {
-  uint32_t n = (uint32_t)s->srv->cfg->upstream_count;
-  for (uint32_t pass = 0; pass < 2; pass++)
+bool zkw_upstream_down(const struct zkw_server *srv, int i) {
+  return srv->up_lost_ms[i] > srv->up_back_ms[i];
+}
+
+uint64_t zkw_upstream_lost_ms(const struct zkw_server *srv, int i) {
+  return srv->up_lost_ms[i];
+}
+
+void zkw_upstream_back(struct zkw_server *srv, int i) {
+  if (zkw_upstream_down(srv, i)) srv->up_back_ms[i] = uv_now(srv->loop);
+}
+
+static uint32_t random_below(struct zkw_server *srv, uint32_t n) {
+  if (!srv->rng) srv->rng = uv_hrtime() | 1u;
+  srv->rng ^= srv->rng << 13; /* xorshift64 */
+  srv->rng ^= srv->rng >> 7;
+  srv->rng ^= srv->rng << 17;
+  return (uint32_t)(srv->rng % n);
+}
+
+/* The group a server is tried in: 0 first. A new connection: 0 usable, 1
+ * suspect or down. A move: 0 came back from a loss, 1 usable, 2 suspect or
+ * down. */
+static int group(const struct zkw_session *s, uint32_t i, bool moving) {
+  const struct zkw_server *srv = s->srv;
+  if (((s->up_suspects >> i) & 1u) || zkw_upstream_down(srv, (int)i)) return moving ? 2 : 1;
+  return moving && srv->up_lost_ms[i] ? 0 : moving ? 1 : 0;
+}
+
+/* The order the servers are tried in (s->up_order), each group in turn:
+ * for a new connection the rotation from up_first; for a move, the servers
+ * that came back latest first, the others shuffled. */
+static void order(struct zkw_session *s) {
+  struct zkw_server *srv = s->srv;
+  uint32_t n = (uint32_t)srv->cfg->upstream_count, k = 0;
+  bool moving = s->moving;
+  for (int g = 0; g < 3; g++) {
+    uint32_t from = k;
     for (uint32_t j = 0; j < n; j++) {
       uint32_t i = (s->up_first + j) % n;
-      bool suspect = (s->up_suspects >> i) & 1u;
-      if (suspect != (pass == 1)) continue;
-      if (k-- == 0) return i;
+      if (group(s, i, moving) == g) s->up_order[k++] = (uint8_t)i;
     }
-  return (s->up_first + k) % n; /* not reached: k < n */
+    if (!moving) continue;
+    if (g == 0) { /* latest back first (insertion sort: a handful of servers) */
+      for (uint32_t a = from + 1; a < k; a++)
+        for (uint32_t b = a; b > from && srv->up_back_ms[s->up_order[b]] > srv->up_back_ms[s->up_order[b - 1]];
+             b--) {
+          uint8_t t = s->up_order[b];
+          s->up_order[b] = s->up_order[b - 1];
+          s->up_order[b - 1] = t;
+        }
+    } else { /* shuffled */
+      for (uint32_t a = k; a > from + 1; a--) {
+        uint32_t b = from + random_below(srv, a - from);
+        uint8_t t = s->up_order[a - 1];
+        s->up_order[a - 1] = s->up_order[b];
+        s->up_order[b] = t;
+      }
+    }
+  }
 }
 
 static void connect_next(struct zkw_session *s) {
@@ -206,7 +260,7 @@ static void connect_next(struct zkw_session *s) {
     zkw_session_close(s, ZKW_LOG_ERROR, "no upstream server reachable (tried %u)", n);
     return;
   }
-  s->up_idx = pick(s, s->up_tried);
+  s->up_idx = s->up_order[s->up_tried];
   const struct zkw_hostport *hp = &cfg->upstream[s->up_idx];
   s->up_tried++;
   snprintf(s->up_name, sizeof s->up_name, "%s:%s", hp->host, hp->port);
@@ -243,6 +297,7 @@ void zkw_upstream_connect(struct zkw_session *s, void (*ready)(struct zkw_sessio
   s->up_suspects = 0;
   for (int i = 0; i < srv->cfg->upstream_count; i++)
     if (srv->up_suspect_until[i] > now) s->up_suspects |= 1u << i;
+  order(s);
   connect_next(s);
 }
 
@@ -255,4 +310,11 @@ void zkw_upstream_suspect(struct zkw_session *s, uint64_t for_ms) {
 void zkw_upstream_answered(struct zkw_session *s) {
   if (s->up_tried == 0) return;
   s->srv->up_suspect_until[s->up_idx] = 0;
+  zkw_upstream_back(s->srv, (int)s->up_idx);
+}
+
+void zkw_upstream_lost(struct zkw_session *s) {
+  if (s->up_tried == 0) return;
+  uint64_t now = uv_now(s->srv->loop);
+  s->srv->up_lost_ms[s->up_idx] = now > s->srv->up_back_ms[s->up_idx] ? now : s->srv->up_back_ms[s->up_idx] + 1;
 }

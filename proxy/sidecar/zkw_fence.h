@@ -35,7 +35,10 @@ struct zkw_fence {
   char hosts[4096]; /* "host:port,host:port" */
   int64_t session_id;
   uint8_t passwd[16];
-  int timeout_ms;      /* requested session timeout and bound on the whole fence */
+  int timeout_ms;         /* bound on the whole fence */
+  int session_timeout_ms; /* the session's own negotiated timeout, asked for in the ConnectRequest (the
+                             server re-validates the session with it: a fence stopped for a re-attach
+                             must not shorten it); <= 0: unknown, timeout_ms */
   uint32_t attempt_ms; /* bound on one server's connect and answer */
   const char *auth;    /* digest user:password sent before closeSession (enforced auth), or NULL */
   /* The outcome, for cb. */

@@ -33,6 +33,12 @@ struct zkw_orphan {
   uint64_t incarnation;
   int timeout_ms; /* the session's negotiated timeout */
   bool fencing;
+  /* A client re-attaching the session (its ConnectRequest, with the right
+   * password, went to the server or waits for the fence): the orphan goes
+   * only once the server confirms it (zkw_fencing_reattached); if that
+   * connection ends first, the orphan is fenced after all. */
+  struct zkw_session *reattach;
+  bool grace_over; /* the grace ended (or a fence began) while the re-attach was pending */
 };
 
 /* ---- observe mode: the fences not done ---- */
@@ -122,7 +128,7 @@ static void close_superseded(struct zkw_identity *id, int64_t session, uint64_t 
                         incarnation);
 }
 
-static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t passwd[16],
+static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t passwd[16], int timeout_ms,
                         uint64_t incarnation, void *orphan) {
   /* An orphan that was re-attached meanwhile is not an orphan. */
   if (orphan && zkw_registry_attached(id, session)) return false;
@@ -135,6 +141,7 @@ static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t 
   f->session_id = session;
   memcpy(f->passwd, passwd, sizeof f->passwd);
   f->timeout_ms = (int)id->srv->cfg->fence_timeout_ms;
+  f->session_timeout_ms = timeout_ms;
   /* A server that takes the connection and says nothing (paused, starting)
    * leaves time for the others. */
   f->attempt_ms = id->srv->cfg->connect_timeout_ms;
@@ -148,8 +155,6 @@ static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t 
   id->fencing = true;
   return true;
 }
-
-bool zkw_fencing_cancel_orphan(struct zkw_identity *id, int64_t session_id);
 
 /* Fences the previous incarnation's session if it may still be alive. */
 void zkw_fencing_previous(struct zkw_identity *id) {
@@ -174,7 +179,7 @@ void zkw_fencing_previous(struct zkw_identity *id) {
   }
   if (id->fencing) return;                         /* fence_done comes back here */
   zkw_fencing_cancel_orphan(id, id->prev.session); /* fenced here, not a second time as an orphan */
-  if (!start_fence(id, id->prev.session, id->prev.passwd, id->prev.incarnation, NULL)) {
+  if (!start_fence(id, id->prev.session, id->prev.passwd, id->prev.timeout_ms, id->prev.incarnation, NULL)) {
     id->prev.pending = false;
     zkw_registry_release_waiting(id);
   } else if (id->waiting && !uv_is_active((uv_handle_t *)&id->fence_timer)) {
@@ -253,12 +258,25 @@ static void resume_fence_waiters(struct zkw_identity *id) {
     }
 }
 
+static void orphan_timer_cb(uv_timer_t *t);
+
 static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
   struct zkw_identity *id = o->id;
   if (result == ZKW_FENCE_CANCELLED) {
-    zkw_log_info("identity %s: orphaned session 0x%" PRIx64
-                 " re-attached before its fence closed it: not fenced",
-                 zkw_identity_name(id), (uint64_t)o->session_id);
+    /* Stopped before closeSession for a re-attach: the orphan stays until
+     * the server confirms the session (or fences it at once if that
+     * connection has already gone). */
+    o->grace_over = true;
+    if (o->reattach) {
+      zkw_log_info("identity %s: orphaned session 0x%" PRIx64
+                   " is re-attaching: its fence stopped before closing it; fenced after all unless the "
+                   "server confirms the session",
+                   zkw_identity_name(id), (uint64_t)o->session_id);
+    } else {
+      uv_timer_start(&o->timer, orphan_timer_cb, 0, 0);
+    }
+    resume_fence_waiters(id);
+    return;
   } else if (result == ZKW_FENCE_FAILED) {
     ZKW_METRIC_INC(fence_failures);
     zkw_log_warn("identity %s: fencing orphaned session 0x%" PRIx64 " failed: %s", zkw_identity_name(id),
@@ -274,10 +292,9 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
     else
       zkw_registry_flush_dead(id);
   }
-  if (result != ZKW_FENCE_CANCELLED)
-    (result == ZKW_FENCE_FAILED ? zkw_history_failed : zkw_history_add)(
-        ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id, zkw_identity_name(id),
-        o->incarnation);
+  (result == ZKW_FENCE_FAILED ? zkw_history_failed : zkw_history_add)(
+      ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id, zkw_identity_name(id),
+      o->incarnation);
   orphan_free(o);
   resume_fence_waiters(id);
 }
@@ -286,6 +303,10 @@ static void orphan_timer_cb(uv_timer_t *t) {
   struct zkw_orphan *o = t->data;
   struct zkw_identity *id = o->id;
   if (id->stopping) return;
+  if (o->reattach) { /* its outcome decides (zkw_fencing_reattached, _reattach_ended) */
+    o->grace_over = true;
+    return;
+  }
   if (id->fencing) { /* one fence at a time: try again shortly */
     uv_timer_start(&o->timer, orphan_timer_cb, 200, 0);
     return;
@@ -304,22 +325,61 @@ static void orphan_timer_cb(uv_timer_t *t) {
   }
   zkw_log_info("identity %s: session 0x%" PRIx64 " was not re-attached within %u ms; fencing it",
                zkw_identity_name(id), (uint64_t)o->session_id, id->srv->cfg->orphan_grace_ms);
-  if (!start_fence(id, o->session_id, o->passwd, o->incarnation, o)) orphan_free(o);
+  if (!start_fence(id, o->session_id, o->passwd, o->timeout_ms, o->incarnation, o)) orphan_free(o);
 }
 
-/* The session is back: its orphan entry goes. Returns true when its fence
- * is already under way (then asked to cancel; orphan_fenced ends it). */
-bool zkw_fencing_cancel_orphan(struct zkw_identity *id, int64_t session_id) {
+static struct zkw_orphan *orphan_of(struct zkw_identity *id, int64_t session_id) {
   for (struct zkw_orphan *o = id->orphans; o; o = o->next)
-    if (o->session_id == session_id && !uv_is_closing((uv_handle_t *)&o->timer)) {
-      if (id->fencing && id->fence.arg == o) {
-        zkw_fence_cancel(&id->fence);
-        return true;
+    if (o->session_id == session_id && !uv_is_closing((uv_handle_t *)&o->timer)) return o;
+  return NULL;
+}
+
+/* The session is fenced another way (as the previous incarnation's): its
+ * orphan entry goes (no fence of it is under way: one fence at a time). */
+void zkw_fencing_cancel_orphan(struct zkw_identity *id, int64_t session_id) {
+  struct zkw_orphan *o = orphan_of(id, session_id);
+  if (o && !(id->fencing && id->fence.arg == o)) orphan_free(o);
+}
+
+bool zkw_fencing_reattach(struct zkw_identity *id, struct zkw_session *s, const struct zkw_connect_req *req) {
+  struct zkw_orphan *o = orphan_of(id, req->session_id);
+  if (!o) return false;
+  bool fencing = id->fencing && id->fence.arg == o;
+  if (req->passwd.len != (int32_t)sizeof o->passwd || memcmp(req->passwd.p, o->passwd, sizeof o->passwd) != 0)
+    return fencing; /* not its password: no re-attach of ours; waits for the fence to end, if one runs */
+  o->reattach = s;
+  if (fencing) zkw_fence_cancel(&id->fence); /* stops unless closeSession is out; the re-attach waits */
+  return fencing;
+}
+
+void zkw_fencing_reattached(struct zkw_identity *id, struct zkw_session *s, bool confirmed) {
+  for (struct zkw_orphan *o = id->orphans; o; o = o->next)
+    if (o->reattach == s && !uv_is_closing((uv_handle_t *)&o->timer)) {
+      o->reattach = NULL;
+      if (confirmed) {
+        zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " re-attached: not fenced",
+                     zkw_identity_name(id), (uint64_t)o->session_id);
+      } else { /* the server no longer knows it: its ephemerals are gone */
+        zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " expired on the ensemble", zkw_identity_name(id),
+                     (uint64_t)o->session_id);
+        zkw_registry_note_dead(id, o->session_id, o->incarnation);
+        zkw_registry_flush_dead(id);
       }
       orphan_free(o);
-      return false;
+      return;
     }
-  return false;
+}
+
+void zkw_fencing_reattach_ended(struct zkw_identity *id, struct zkw_session *s) {
+  for (struct zkw_orphan *o = id->orphans; o; o = o->next)
+    if (o->reattach == s) {
+      o->reattach = NULL;
+      if (uv_is_closing((uv_handle_t *)&o->timer) || (id->fencing && id->fence.arg == o)) continue;
+      zkw_log_info("identity %s: the re-attach of orphaned session 0x%" PRIx64 " ended before the server "
+                   "confirmed it: fencing it %s",
+                   zkw_identity_name(id), (uint64_t)o->session_id, o->grace_over ? "now" : "after the grace");
+      if (o->grace_over) uv_timer_start(&o->timer, orphan_timer_cb, 0, 0);
+    }
 }
 
 /* The JobManager's connection went without closeSession: its session is

@@ -10,9 +10,22 @@
 void zkw_fencing_previous(struct zkw_identity *id);
 /* The bound on holding requests for the fence (id->fence_timer). */
 void zkw_fencing_timeout_cb(uv_timer_t *t);
-/* The session is back: its orphan entry goes. Returns true when its fence
- * is already under way (then asked to cancel; the re-attach waits for it). */
-bool zkw_fencing_cancel_orphan(struct zkw_identity *id, int64_t session_id);
+/* The session is fenced another way (as the previous incarnation): its
+ * orphan entry goes. */
+void zkw_fencing_cancel_orphan(struct zkw_identity *id, int64_t session_id);
+/* A ConnectRequest re-attaches the session of an orphan: with its password,
+ * the orphan waits for the outcome (zkw_fencing_reattached or
+ * zkw_fencing_reattach_ended) instead of its grace, and a fence under way is
+ * asked to stop before closeSession. Returns true when the request must wait
+ * for that fence to report (the session's wait_fence, resumed then); false:
+ * it goes on now. */
+bool zkw_fencing_reattach(struct zkw_identity *id, struct zkw_session *s, const struct zkw_connect_req *req);
+/* The server answered s's re-attach: confirmed (the orphan goes, never
+ * fenced) or not (expired: nothing left to fence). */
+void zkw_fencing_reattached(struct zkw_identity *id, struct zkw_session *s, bool confirmed);
+/* s closed before the server answered its re-attach: its orphan is fenced
+ * after all (now, if its grace is over). */
+void zkw_fencing_reattach_ended(struct zkw_identity *id, struct zkw_session *s);
 /* The current incarnation's connection closed without closeSession: fenced
  * after ZKWARDEN_ORPHAN_GRACE_MS unless it re-attaches. */
 void zkw_fencing_orphan(struct zkw_identity *id, struct zkw_session *s);

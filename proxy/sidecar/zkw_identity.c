@@ -35,12 +35,13 @@ static void record_loaded(struct zkw_identity *id) {
 int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled || req->session_id == 0) return ZKW_FORWARD;
-  if (zkw_fencing_cancel_orphan(id, req->session_id)) {
+  if (zkw_fencing_reattach(id, s, req)) {
     /* Its orphan fence is under way: it ends without closing the session
      * unless its closeSession was already sent (zkw_fence_cancel), and the
      * re-attach waits for its word: a fence never closes a session that is
      * attached again (one that closed it first leaves the client to learn
-     * so from the server). */
+     * so from the server). The orphan itself goes only when the server
+     * confirms the session (zkw_identity_on_connect_response). */
     zkw_slog(s, ZKW_LOG_INFO,
              "identity %s: session 0x%" PRIx64 " re-attaches while its orphan fence is under way: "
              "the fence ends without closing it unless closeSession was sent, the re-attach waits for it",
@@ -63,7 +64,9 @@ int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_conn
 
 void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
   struct zkw_identity *id = s->srv->policy;
-  if (!id || id->disabled || resp->timeout <= 0 || resp->session_id == 0) return;
+  if (!id || id->disabled) return;
+  zkw_fencing_reattached(id, s, resp->timeout > 0 && resp->session_id != 0);
+  if (resp->timeout <= 0 || resp->session_id == 0) return;
   if (id->rec_loaded && id->rec.session == resp->session_id && id->rec.dead < id->rec.incarnation)
     zkw_sc(s)->incarnation = id->rec.incarnation; /* the current incarnation re-attached */
 }
@@ -139,6 +142,7 @@ void zkw_identity_on_session_closed(struct zkw_session *s) {
     zkw_session_unref(s); /* not yet closing: s stays */
   }
   zkw_sc(s)->hold_jm = false;
+  zkw_fencing_reattach_ended(id, s); /* a re-attach of an orphan that the server did not answer */
   /* An orphan: the JobManager's connection went without closeSession. */
   if (id->stopping || s->srv->stopping || s->close_sent || !zkw_sc(s)->incarnation || s->session_id == 0 ||
       id->srv->cfg->orphan_grace_ms == 0 || id->state != ZKW_REG_OWNER ||

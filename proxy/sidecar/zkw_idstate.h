@@ -50,7 +50,6 @@ struct zkw_sc_session {
   uint64_t incarnation; /* recorded incarnation; 0: a plain client (no tags, no reclaim) */
   struct zkw_session *id_next;
   int id_list;        /* enum zkw_id_list */
-  int32_t config_xid; /* an outstanding getData of /zookeeper/config, or 0 */
   bool wait_fence;    /* its re-attach waits for an orphan fence of its session to report */
   int32_t jm_xid;     /* observe mode: the request that began the incarnation, until its reply */
 };
@@ -115,6 +114,7 @@ struct zkw_identity {
     int64_t session;
     uint8_t passwd[16];
     uint64_t incarnation;
+    int timeout_ms;       /* its negotiated timeout, for the fence's ConnectRequest */
     uint64_t deadline_ms; /* the server has expired it by then: stop retrying */
   } prev;
 

@@ -37,6 +37,7 @@ static const char NOT_A_LOCK[] = "not a lock (its name is not a UUID)";
 struct reclaim {
   struct zkw_session *s;
   struct zkw_identity *id;
+  uint32_t barrier; /* the barrier whose reply is withheld (zkw_session_barrier) */
   bool is_create;
   char path[1024];
   int pending; /* registry operations in flight */
@@ -54,6 +55,7 @@ static enum zkw_history_kind reclaim_kind(const struct reclaim *rcl) {
 
 static void reclaim_finish(struct reclaim *rcl, bool replay) {
   struct zkw_session *s = rcl->s;
+  uint32_t barrier = rcl->barrier;
   if (zkw_identity_observing(rcl->id)) replay = false; /* the JobManager gets its own reply */
   for (int i = 0; i < rcl->count; i++)
     free(rcl->locks[i].path);
@@ -63,8 +65,9 @@ static void reclaim_finish(struct reclaim *rcl, bool replay) {
   zkw_session_unref(s); /* frees s only when closing */
   if (closing) return;
   /* Replayed: the JobManager gets the replay's reply. Not reclaimed: the
-   * reply it would have had anyway. */
-  if (!replay || zkw_session_replay(s) != 0) zkw_session_deliver(s);
+   * reply it would have had anyway. A session move in the meantime answered
+   * the request with CONNECTIONLOSS: both do nothing. */
+  if (!replay || zkw_session_replay(s, barrier) != 0) zkw_session_deliver(s, barrier);
 }
 
 /* The argument of a callback about one lock of a reclaim. */
@@ -292,6 +295,7 @@ bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes p
   if (!rcl) return false;
   rcl->s = s;
   rcl->id = id;
+  rcl->barrier = zkw_session_barrier(s);
   rcl->is_create = is_create;
   memcpy(rcl->path, path.p, (size_t)path.len);
   rcl->path[path.len] = 0;

@@ -269,6 +269,7 @@ void zkw_registry_capture_previous(struct zkw_identity *id) {
   id->prev.session = r->session;
   memcpy(id->prev.passwd, r->passwd, sizeof id->prev.passwd);
   id->prev.incarnation = r->incarnation;
+  id->prev.timeout_ms = r->timeout;
   id->prev.deadline_ms = zkw_identity_now_ms() + (uint64_t)(r->timeout > 0 ? r->timeout : 60000) + 2000;
   id->prev.pending = true;
 }

@@ -6,11 +6,16 @@
  * a delete under the lock roots becomes the barrier request (held back while
  * a sweep deletes). Replies: a barrier request's NODEEXISTS / NOTEMPTY is
  * withheld while a reclaim runs; getData replies are untagged, and those of
- * /zookeeper/config name the sidecar. */
+ * /zookeeper/config name the sidecar (each such read is marked, so every
+ * reply is rewritten however many are in flight: Curator's ensemble tracker
+ * sends two at once). A session whose server went away moves (zkw_move.h),
+ * but not in observe mode, which reports the move it would have made. */
 #include "zkw_sidecar.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "zkw_history.h"
 #include "zkw_lockrule.h"
 #include "zkw_reclaim.h"
 #include "zkw_sweep.h"
@@ -54,7 +59,7 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
     }
     verdict |= ZKW_BARRIER; /* a reclaim and the replay run with nothing else in flight */
   }
-  if (req->type == ZKW_OP_GET_DATA && is_config_node(req->op.path)) sc->config_xid = req->xid;
+  if (req->type == ZKW_OP_GET_DATA && is_config_node(req->op.path)) verdict |= ZKW_MARK;
   return verdict;
 }
 
@@ -70,7 +75,7 @@ static int on_barrier_reply(struct zkw_session *s, const struct zkw_reply *rep) 
   return zkw_reclaim_start(s, is_create, req.op.path) ? ZKW_WITHHOLD : ZKW_FORWARD;
 }
 
-static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, bool at_barrier,
+static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, unsigned flags,
                     struct zkw_buf *out) {
   struct zkw_sc_session *sc = zkw_sc(s);
   if (sc->jm_xid && sc->jm_xid == rep->xid) {
@@ -78,15 +83,27 @@ static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t 
     if (rep->err == 0 && (op == ZKW_OP_CREATE || op == ZKW_OP_CREATE2))
       zkw_identity_on_jm_created(s, rep->op.path);
   }
-  if (at_barrier) return on_barrier_reply(s, rep);
+  if (flags & ZKW_REPLY_AT_BARRIER) return on_barrier_reply(s, rep);
   int rc;
-  if (op == ZKW_OP_GET_DATA && sc->config_xid == rep->xid) {
-    sc->config_xid = 0;
+  if (op == ZKW_OP_GET_DATA && (flags & ZKW_REPLY_MARKED)) {
     rc = zkw_rewrite_config_reply(rep, s->srv->listen_name, out);
   } else {
     rc = zkw_rewrite_untag_reply(rep, op, out);
   }
   return rc < 0 ? rc : rc == 1 ? ZKW_REPLACE : ZKW_FORWARD;
+}
+
+/* Observe mode: the JobManager meets what it meets direct. The move that
+ * sidecar mode would make is a would-action. */
+static int on_move(struct zkw_session *s, const char *why) {
+  struct zkw_identity *id = s->srv->policy;
+  if (!id || !zkw_identity_observing(id)) return ZKW_FORWARD;
+  char reason[ZKW_SESSION_UPSTREAM_MAX + ZKW_HISTORY_TEXT_MAX]; /* cut to ZKW_HISTORY_TEXT_MAX when recorded */
+  snprintf(reason, sizeof reason, "server %s %s: %s connection dropped as direct (SUSPENDED); sidecar mode moves it",
+           s->up_name, why, zkw_sc(s)->incarnation ? "the JobManager's" : "a plain client's");
+  zkw_history_would(&(struct zkw_action){ZKW_HISTORY_SESSION_MOVE, NULL, -1, reason, s->session_id,
+                                         s->srv->cfg->identity, zkw_sc(s)->incarnation});
+  return ZKW_DROP;
 }
 
 static void on_stop(void *policy) {
@@ -99,6 +116,7 @@ const struct zkw_hooks zkw_sidecar_hooks = {
     .on_connect_response = zkw_identity_on_connect_response,
     .on_request = on_request,
     .on_reply = on_reply,
+    .on_move = on_move,
     .on_close = zkw_identity_on_session_closed,
     .on_stop = on_stop,
 };

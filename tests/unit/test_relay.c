@@ -7,9 +7,14 @@
  * points at it) and a client socket. It checks that the hooks see the
  * connect request, the connect response, the requests, the replies and the
  * close in order; that HOLD holds until zkw_session_resume; that DROP and
- * REPLACE work both ways; and that a ZKW_BARRIER request keeps the client's
+ * REPLACE work both ways; that a ZKW_BARRIER request keeps the client's
  * next request back until its reply, which WITHHOLD keeps until
- * zkw_session_deliver. Waits are on conditions (a frame arriving, an event
+ * zkw_session_deliver; that a ZKW_MARK request's reply comes marked; and
+ * that a session whose server goes away with a barrier's reply withheld
+ * moves: the server (the test's socket) closes, the relay re-attaches the
+ * session on a new connection, the barrier request gets CONNECTIONLOSS, the
+ * request behind it goes on, and the policy's late delivery of the old
+ * barrier does nothing. Waits are on conditions (a frame arriving, an event
  * recorded), each bounded by WAIT_MS. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -43,6 +48,7 @@ struct event {
   int32_t xid; /* requests and replies */
   int32_t err; /* replies */
   bool at_barrier;
+  bool marked;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -53,6 +59,7 @@ static int request_verdict[16]; /* by xid */
 static int reply_verdict[16];
 static bool held_once[16]; /* a HOLD answers the first call only */
 static struct zkw_session *last_session;
+static uint32_t barrier_seen; /* the barrier whose reply was withheld (zkw_session_barrier) */
 static int policy_block_ok = -1;
 
 static void record(struct event e) {
@@ -113,11 +120,21 @@ static int rec_request(struct zkw_session *s, const struct zkw_request *req, con
   return v;
 }
 
-static int rec_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, bool at_barrier,
+static int rec_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, unsigned flags,
                      struct zkw_buf *out) {
-  (void)s, (void)op;
-  record((struct event){.kind = EV_REPLY, .xid = rep->xid, .err = rep->err, .at_barrier = at_barrier});
+  (void)op;
+  bool at_barrier = (flags & ZKW_REPLY_AT_BARRIER) != 0;
   int v = rep->xid >= 0 && rep->xid < 16 ? reply_verdict[rep->xid] : ZKW_FORWARD;
+  if (at_barrier && v == ZKW_WITHHOLD) {
+    pthread_mutex_lock(&mu);
+    barrier_seen = zkw_session_barrier(s);
+    pthread_mutex_unlock(&mu);
+  }
+  record((struct event){.kind = EV_REPLY,
+                        .xid = rep->xid,
+                        .err = rep->err,
+                        .at_barrier = at_barrier,
+                        .marked = (flags & ZKW_REPLY_MARKED) != 0});
   if (v == ZKW_REPLACE) {
     /* The same reply with another error. */
     struct zkw_reply r = {.xid = rep->xid, .zxid = rep->zxid, .err = ZKW_ZERR_NOAUTH};
@@ -181,10 +198,11 @@ static enum { DO_NOTHING, DO_RESUME, DO_DELIVER, DO_STOP } todo;
 static void wake_cb(uv_async_t *h) {
   pthread_mutex_lock(&mu);
   int what = todo;
+  uint32_t barrier = barrier_seen;
   todo = DO_NOTHING;
   pthread_mutex_unlock(&mu);
   if (what == DO_RESUME) zkw_session_resume(last_session);
-  if (what == DO_DELIVER) zkw_session_deliver(last_session);
+  if (what == DO_DELIVER) zkw_session_deliver(last_session, barrier);
   if (what == DO_STOP) {
     uv_close((uv_handle_t *)h, NULL);
     zkw_server_stop(&srv);
@@ -320,6 +338,9 @@ static void test_relay_with_recording_hooks(void) {
   reply_verdict[4] = ZKW_REPLACE;
   request_verdict[6] = ZKW_FORWARD | ZKW_BARRIER;
   reply_verdict[6] = ZKW_WITHHOLD;
+  request_verdict[7] = ZKW_FORWARD | ZKW_MARK;
+  request_verdict[8] = ZKW_FORWARD | ZKW_BARRIER;
+  reply_verdict[8] = ZKW_WITHHOLD;
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, loop_thread, NULL), 0);
 
@@ -389,10 +410,50 @@ static void test_relay_with_recording_hooks(void) {
   ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
   ASSERT_EQ(frame_xid(buf), 7);
   ASSERT_TRUE(event_index(EV_REQUEST, 7) > e6);
+  /* 7 was marked: its reply says so; 6's was not. */
+  ASSERT_TRUE(reply(u, 7, ZKW_ZERR_NONODE));
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  int e7 = wait_event(EV_REPLY, 7);
+  ASSERT_TRUE(e7 > 0 && events[e7].marked);
+  ASSERT_TRUE(!events[e6].marked);
+
+  /* A barrier (8) whose reply is withheld, 9 behind it; then the server
+   * goes away: the session moves to a new connection (the same server,
+   * the only one), 8 is answered with CONNECTIONLOSS, 9 goes on. */
+  len = get_data_frame(buf, 8, "/lock");
+  len += get_data_frame(buf + len, 9, "/c");
+  ASSERT_TRUE(write_all(c, buf, len));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 8);
+  ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NODEEXISTS));
+  ASSERT_TRUE(wait_event(EV_REPLY, 8) > 0);
+  close(u);
+  ASSERT_TRUE(readable(up));
+  u = accept(up, NULL, NULL);
+  ASSERT_TRUE(u >= 0);
+  ASSERT_TRUE(read_frame(u, buf, sizeof buf) > 0);
+  struct zkw_connect_req again;
+  ASSERT_EQ(zkw_decode_connect_req(buf + 4, (size_t)(zkw_load_be32(buf)), &again), ZKW_OK);
+  ASSERT_EQ(again.session_id, 0x1234);
+  ASSERT_EQ(again.last_zxid_seen, 8); /* the fake replies' zxid is their xid */
+  ASSERT_EQ(zkw_encode_connect_resp(buf, sizeof buf, &cresp, &n), ZKW_OK);
+  ASSERT_TRUE(write_all(u, buf, n));
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 8);
+  ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_CONNECTIONLOSS);
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 9);
+  /* The policy's delivery of the old barrier comes late: nothing reaches
+   * the client but 9's reply. */
+  call_relay(DO_DELIVER);
+  ASSERT_TRUE(reply(u, 9, ZKW_ZERR_NONODE));
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 9);
+  ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 1);
 
   /* The client goes: the hooks hear it last. */
   close(c);
-  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 7));
+  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 9));
   int order[] = {EV_CONNECT_REQ, EV_CONNECT_RESP, EV_REQUEST};
   for (int i = 0; i < 3; i++)
     ASSERT_EQ(events[i].kind, order[i]);

@@ -106,8 +106,10 @@ static void test_held_request_stays_held(void) {
   ASSERT_EQ(request(s, 2, ZKW_OP_GET_DATA, "/a", 0, &out), ZKW_FORWARD);
 }
 
-/* A getData reply with data, decoded as the relay hands it over. */
-static int get_data_reply(struct zkw_session *s, int32_t xid, const char *data, struct zkw_buf *out) {
+/* A getData reply with data, decoded as the relay hands it over (marked: its
+ * request was marked, ZKW_MARK). */
+static int get_data_reply(struct zkw_session *s, int32_t xid, const char *data, bool marked,
+                          struct zkw_buf *out) {
   struct zkw_reply rep = {.xid = xid, .zxid = 9};
   rep.op.type = ZKW_OP_GET_DATA;
   rep.op.data = (struct zkw_bytes){(const uint8_t *)data, (int32_t)strlen(data)};
@@ -119,22 +121,26 @@ static int get_data_reply(struct zkw_session *s, int32_t xid, const char *data, 
   if (zkw_encode_reply(frame, sizeof frame, &rep, ZKW_OP_GET_DATA, &len) != ZKW_OK ||
       zkw_decode_reply(frame + 4, len - 4, ZKW_OP_GET_DATA, &view) != ZKW_OK)
     return -1000;
-  return zkw_sidecar_hooks.on_reply(s, &view, ZKW_OP_GET_DATA, false, out);
+  return zkw_sidecar_hooks.on_reply(s, &view, ZKW_OP_GET_DATA, marked ? ZKW_REPLY_MARKED : 0u, out);
 }
 
 static void test_config_reply_names_the_sidecar(void) {
   static const char config[] = "server.1=10.0.0.1:2888:3888:participant;0.0.0.0:2181\nversion=100000000";
   struct zkw_session *s = new_session(0);
   struct zkw_buf out = {0};
-  ASSERT_EQ(get_data_reply(s, 11, config, &out), ZKW_FORWARD); /* not asked for as the config */
-  ASSERT_EQ(request(s, 12, ZKW_OP_GET_DATA, ZKW_CONFIG_NODE, 0, &out), ZKW_FORWARD);
-  ASSERT_EQ(get_data_reply(s, 12, config, &out), ZKW_REPLACE);
+  ASSERT_EQ(get_data_reply(s, 11, config, false, &out), ZKW_FORWARD); /* not asked for as the config */
+  /* Config reads are marked, each of them: the relay tells each reply. */
+  ASSERT_EQ(request(s, 12, ZKW_OP_GET_DATA, ZKW_CONFIG_NODE, 0, &out), ZKW_FORWARD | ZKW_MARK);
+  ASSERT_EQ(request(s, 13, ZKW_OP_GET_DATA, ZKW_CONFIG_NODE, 0, &out), ZKW_FORWARD | ZKW_MARK);
+  ASSERT_EQ(request(s, 14, ZKW_OP_GET_DATA, "/zookeeper/configx", 0, &out), ZKW_FORWARD);
+  ASSERT_EQ(get_data_reply(s, 12, config, true, &out), ZKW_REPLACE);
   struct zkw_reply rewritten;
   ASSERT_EQ(zkw_decode_reply(out.data + 4, out.len - 4, ZKW_OP_GET_DATA, &rewritten), ZKW_OK);
   ASSERT_TRUE(memmem(rewritten.op.data.p, (size_t)rewritten.op.data.len, srv.listen_name,
                      strlen(srv.listen_name)) != NULL);
   zkw_buf_release(&out);
-  ASSERT_EQ(get_data_reply(s, 13, config, &out), ZKW_FORWARD); /* once per request */
+  ASSERT_EQ(get_data_reply(s, 13, config, true, &out), ZKW_REPLACE); /* the second in flight too */
+  zkw_buf_release(&out);
 }
 
 int main(void) {
