@@ -415,7 +415,8 @@ static void silence_cb(uv_timer_t *t) {
   if (s->move_refused_at == heard) return; /* this silence was judged already */
   s->move_refused_at = heard;
   char why[96];
-  snprintf(why, sizeof why, "silent for %llu ms with requests outstanding", (unsigned long long)(now - heard));
+  snprintf(why, sizeof why, "silent for %llu ms with requests outstanding",
+           (unsigned long long)(now - heard));
   if (!zkw_move_start(s, why, true)) return; /* the client's own timeout decides, as before */
 }
 

@@ -51,8 +51,8 @@ struct zkw_side {
   bool reading;
   bool paused; /* reading stopped because the peer's output is full */
   bool writing;
-  int lost;             /* upstream: a write met this socket error; later writes are dropped (zkw_pair.h) */
-  uint64_t resumed_ms;  /* uv_now() when reading last resumed after a pause */
+  int lost;            /* upstream: a write met this socket error; later writes are dropped (zkw_pair.h) */
+  uint64_t resumed_ms; /* uv_now() when reading last resumed after a pause */
 };
 
 struct zkw_session {

@@ -208,8 +208,9 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     s->barrier_replayed = false;
     s->barrier_xid = req.xid;
     s->barrier_op = req.type;
-    rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
-                                                    : keep_frame(&s->barrier_frame, frame, flen);
+    rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE
+             ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
+             : keep_frame(&s->barrier_frame, frame, flen);
     if (rc) return rc;
   }
   action &= ZKW_VERDICT_MASK;

@@ -231,8 +231,8 @@ static void order(struct zkw_session *s) {
     if (!moving) continue;
     if (g == 0) { /* latest back first (insertion sort: a handful of servers) */
       for (uint32_t a = from + 1; a < k; a++)
-        for (uint32_t b = a; b > from && srv->up_back_ms[s->up_order[b]] > srv->up_back_ms[s->up_order[b - 1]];
-             b--) {
+        for (uint32_t b = a;
+             b > from && srv->up_back_ms[s->up_order[b]] > srv->up_back_ms[s->up_order[b - 1]]; b--) {
           uint8_t t = s->up_order[b];
           s->up_order[b] = s->up_order[b - 1];
           s->up_order[b - 1] = t;
@@ -316,5 +316,6 @@ void zkw_upstream_answered(struct zkw_session *s) {
 void zkw_upstream_lost(struct zkw_session *s) {
   if (s->up_tried == 0) return;
   uint64_t now = uv_now(s->srv->loop);
-  s->srv->up_lost_ms[s->up_idx] = now > s->srv->up_back_ms[s->up_idx] ? now : s->srv->up_back_ms[s->up_idx] + 1;
+  s->srv->up_lost_ms[s->up_idx] =
+      now > s->srv->up_back_ms[s->up_idx] ? now : s->srv->up_back_ms[s->up_idx] + 1;
 }

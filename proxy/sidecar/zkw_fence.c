@@ -209,10 +209,9 @@ static void connect_cb(uv_connect_t *req, int status) {
   if (f->ending) return maybe_report(f);
   if (status == UV_ECANCELED) return;
   if (status < 0) return attempt_failed(f, uv_strerror(status));
-  struct zkw_connect_req cr = {
-      .timeout = f->session_timeout_ms > 0 ? f->session_timeout_ms : f->timeout_ms,
-      .session_id = f->session_id,
-      .passwd = {f->passwd, sizeof f->passwd}};
+  struct zkw_connect_req cr = {.timeout = f->session_timeout_ms > 0 ? f->session_timeout_ms : f->timeout_ms,
+                               .session_id = f->session_id,
+                               .passwd = {f->passwd, sizeof f->passwd}};
   size_t len;
   if (zkw_encode_connect_req(f->out_attach, sizeof f->out_attach, &cr, &len) != ZKW_OK)
     return end(f, ZKW_FENCE_FAILED, "cannot encode the ConnectRequest");

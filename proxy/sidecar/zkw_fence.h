@@ -39,8 +39,8 @@ struct zkw_fence {
   int session_timeout_ms; /* the session's own negotiated timeout, asked for in the ConnectRequest (the
                              server re-validates the session with it: a fence stopped for a re-attach
                              must not shorten it); <= 0: unknown, timeout_ms */
-  uint32_t attempt_ms; /* bound on one server's connect and answer */
-  const char *auth;    /* digest user:password sent before closeSession (enforced auth), or NULL */
+  uint32_t attempt_ms;    /* bound on one server's connect and answer */
+  const char *auth;       /* digest user:password sent before closeSession (enforced auth), or NULL */
   /* The outcome, for cb. */
   enum zkw_fence_result result;
   char detail[160];

@@ -360,8 +360,8 @@ void zkw_fencing_reattached(struct zkw_identity *id, struct zkw_session *s, bool
         zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " re-attached: not fenced",
                      zkw_identity_name(id), (uint64_t)o->session_id);
       } else { /* the server no longer knows it: its ephemerals are gone */
-        zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " expired on the ensemble", zkw_identity_name(id),
-                     (uint64_t)o->session_id);
+        zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " expired on the ensemble",
+                     zkw_identity_name(id), (uint64_t)o->session_id);
         zkw_registry_note_dead(id, o->session_id, o->incarnation);
         zkw_registry_flush_dead(id);
       }

@@ -98,9 +98,11 @@ static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t 
 static int on_move(struct zkw_session *s, const char *why) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || !zkw_identity_observing(id)) return ZKW_FORWARD;
-  char reason[ZKW_SESSION_UPSTREAM_MAX + ZKW_HISTORY_TEXT_MAX]; /* cut to ZKW_HISTORY_TEXT_MAX when recorded */
-  snprintf(reason, sizeof reason, "server %s %s: %s connection dropped as direct (SUSPENDED); sidecar mode moves it",
-           s->up_name, why, zkw_sc(s)->incarnation ? "the JobManager's" : "a plain client's");
+  char
+      reason[ZKW_SESSION_UPSTREAM_MAX + ZKW_HISTORY_TEXT_MAX]; /* cut to ZKW_HISTORY_TEXT_MAX when recorded */
+  snprintf(reason, sizeof reason,
+           "server %s %s: %s connection dropped as direct (SUSPENDED); sidecar mode moves it", s->up_name,
+           why, zkw_sc(s)->incarnation ? "the JobManager's" : "a plain client's");
   zkw_history_would(&(struct zkw_action){ZKW_HISTORY_SESSION_MOVE, NULL, -1, reason, s->session_id,
                                          s->srv->cfg->identity, zkw_sc(s)->incarnation});
   return ZKW_DROP;
