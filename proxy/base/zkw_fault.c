@@ -49,24 +49,41 @@ static int fail_kind = -1;
 static unsigned long long fail_at;
 static int fail_code;
 static bool have_code;
+/* kind:N@point: the Nth call at the points so named (their detail, or the
+ * end of their file:line), counted apart. */
+static char fail_point[128];
+static atomic_ullong point_calls;
+
+static bool point_named(const char *where, const char *detail) {
+  if (detail && strcmp(detail, fail_point) == 0) return true;
+  size_t n = where ? strlen(where) : 0, m = strlen(fail_point);
+  return n >= m && strcmp(where + n - m, fail_point) == 0;
+}
 
 int zkw_fault_init(void) {
   const char *v = getenv("ZKW_TEST_FAULT");
   if (!v || !*v) return 0;
-  char name[32];
+  char name[32], spec[200];
   unsigned long long n = 0;
   int code = 0;
-  int got = sscanf(v, "%31[a-z]:%llu:%d", name, &n, &code);
+  snprintf(spec, sizeof spec, "%s", v);
+  char *at = strchr(spec, '@');
+  if (at) {
+    *at = 0;
+    snprintf(fail_point, sizeof fail_point, "%s", at + 1);
+  }
+  int got = sscanf(spec, "%31[a-z]:%llu:%d", name, &n, &code);
   for (int k = 0; got >= 2 && k < ZKW_FAULT_KIND_COUNT; k++)
     if (strcmp(name, kind_names[k]) == 0 && n > 0) {
       fail_kind = k;
       fail_at = n;
       fail_code = code;
       have_code = got == 3;
-      zkw_log_warn("fault injection: the call #%llu of kind %s will fail", n, name);
+      zkw_log_warn("fault injection: the call #%llu of kind %s%s%s will fail", n, name,
+                   fail_point[0] ? " at " : "", fail_point);
       return 0;
     }
-  fprintf(stderr, "ZKW_TEST_FAULT=%s: expected kind:N[:code] with N >= 1 and kind one of", v);
+  fprintf(stderr, "ZKW_TEST_FAULT=%s: expected kind:N[:code][@point] with N >= 1 and kind one of", v);
   for (int k = 0; k < ZKW_FAULT_KIND_COUNT; k++)
     fprintf(stderr, " %s", kind_names[k]);
   fprintf(stderr, "\n");
@@ -76,7 +93,10 @@ int zkw_fault_init(void) {
 bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where, const char *detail) {
   unsigned long long n = atomic_fetch_add(&calls[kind], 1) + 1;
   note_site(kind, where, detail, n);
-  if ((int)kind != fail_kind || n != fail_at) return false;
+  if ((int)kind != fail_kind) return false;
+  if (fail_point[0] && (!point_named(where, detail) || atomic_fetch_add(&point_calls, 1) + 1 != fail_at))
+    return false;
+  if (!fail_point[0] && n != fail_at) return false;
   zkw_log_warn("fault injection: failing %s #%llu at %s%s%s", kind_names[kind], n, where, detail ? "/" : "",
                detail ? detail : "");
   return true;

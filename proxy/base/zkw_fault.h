@@ -5,7 +5,9 @@
  * that does not decode) asks ZKW_FAULT(kind) first. In a build configured
  * with -DZKW_FAULT_INJECTION=ON (the sanitizer build of tests/run.sh, never
  * the release build), the environment variable ZKW_TEST_FAULT=kind:N[:code]
- * makes the Nth call of that kind fail, once, and logs it; at exit the
+ * makes the Nth call of that kind fail, once, and logs it (kind:N@point: the
+ * Nth call at the points whose detail is `point`, or whose file:line ends
+ * with it); at exit the
  * number of calls of each kind is logged, so that a test can fail the 1st,
  * 2nd, ... call until N passes the count (SQLite's OOM and I/O-error loops).
  * In every other build ZKW_FAULT is the constant false and costs nothing.

@@ -122,16 +122,10 @@ static int next_down(uint32_t i) {
   return -1;
 }
 
-static bool any_down(void) {
-  for (int i = 0; i < health.srv->cfg->upstream_count; i++)
-    if (zkw_upstream_down(health.srv, i)) return true;
-  return false;
-}
-
-/* Waits for the next tick: every ZKW_HEALTH_RETURN_MS while a server is
- * down, else every ZKW_HEALTH_INTERVAL_MS. */
+/* Waits for the next tick, every ZKW_HEALTH_RETURN_MS: a server lost is
+ * watched from then on; the readiness check runs when due. */
 static void next_tick(void) {
-  schedule(any_down() ? ZKW_HEALTH_RETURN_MS : ZKW_HEALTH_INTERVAL_MS);
+  schedule(ZKW_HEALTH_RETURN_MS);
 }
 
 /* The return probe tries server idx (from next_down), or ends. */

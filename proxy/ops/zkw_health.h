@@ -34,7 +34,7 @@ struct zkw_server;
 /* A server the relay lost is probed every ZKW_HEALTH_RETURN_MS until it
  * serves again, for ZKW_HEALTH_RETURN_FAST_MS after its loss (a restart),
  * then every ZKW_HEALTH_REPROBE_MS (a server that stays down). */
-#define ZKW_HEALTH_RETURN_MS      1000
+#define ZKW_HEALTH_RETURN_MS      250
 #define ZKW_HEALTH_RETURN_FAST_MS (10 * 60 * 1000)
 
 /* Starts the periodic check (the first probe runs at once). Returns 0 or a

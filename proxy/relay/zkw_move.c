@@ -195,26 +195,28 @@ static void connected_cb(struct zkw_session *s) {
 /* A lock request zkwarden held as its barrier (zkw_hooks.h) was in flight
  * on the lost connection: its outcome is unknown, as any request's. Still
  * on the pending ring (no reply yet, or its replay sent), it is answered
- * with the others. Its reply withheld while the policy reclaimed: it gets
- * its CONNECTIONLOSS from the ring too, as the oldest of the client's
- * requests (those behind it waited). The policy's replay or delivery of
- * that barrier then does nothing (zkw_session_barrier). Returns 0 or -1 (out
- * of memory). */
-static int end_barrier(struct zkw_session *s) {
-  if (!s->barrier) return 0;
-  if (s->held_reply.len && zkw_pending_push(&s->pending, s->barrier_xid, s->barrier_op)) return -1;
+ * with the others. Its reply withheld while the policy reclaimed: it is
+ * answered first (barrier_lost), as the oldest of the client's requests
+ * (those behind it waited). The policy's replay or delivery of that barrier
+ * then does nothing (zkw_session_barrier). */
+static void end_barrier(struct zkw_session *s) {
+  if (!s->barrier) return;
+  s->barrier_lost = s->held_reply.len > 0;
   s->barrier = false;
   s->barrier_replayed = false;
   zkw_buf_release(&s->held_reply);
   zkw_buf_release(&s->barrier_frame);
-  return 0;
 }
 
 bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
-  if (s->moving) { /* the new connection ended too */
+  if (s->moving) {
+    /* The new connection ended too: the server took it and does not serve
+     * (an election, a server still syncing), or went away at once. It is
+     * not marked lost or suspect for that: during an election every server
+     * does this, and the preferred one must stay first in the next round
+     * (one that refuses connections or stays silent is marked so by its
+     * own attempt). */
     zkw_slog(s, ZKW_LOG_INFO, "moving: upstream %s %s", s->up_name, why);
-    zkw_upstream_suspect(s, (uint64_t)s->timeout);
-    zkw_upstream_lost(s);
     drop_connection(s);
     return true;
   }
@@ -235,11 +237,7 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   }
   const struct zkw_hooks *hooks = s->srv->hooks;
   if (hooks && hooks->on_move && hooks->on_move(s, why) != ZKW_FORWARD) return false; /* the policy's word */
-  if (end_barrier(s)) {
-    s->close_class = ZKW_CLOSE_IO_ERROR;
-    zkw_session_close(s, ZKW_LOG_ERROR, "out of memory moving the session");
-    return true; /* closed */
-  }
+  end_barrier(s);
   s->moving = true;
   s->move_counted = false;
   s->move_tries = 0;
@@ -258,29 +256,40 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
 
 /* ---- the restore ---- */
 
+/* One request answered with CONNECTIONLOSS; the policy sees the answer as
+ * the client does. Returns 0 or -1 (closed). */
+static int answer_one_lost(struct zkw_session *s, struct zkw_pending_entry e) {
+  struct zkw_reply rep = {.xid = e.xid, .zxid = s->last_zxid, .err = ZKW_ZERR_CONNECTIONLOSS};
+  uint8_t frame[32];
+  size_t len;
+  int rc = zkw_encode_reply(frame, sizeof frame, &rep, e.op, &len);
+  const struct zkw_hooks *hooks = s->srv->hooks;
+  if (rc == ZKW_OK && hooks && hooks->on_reply) {
+    hooks->on_reply(s, &rep, e.op, e.mark ? ZKW_REPLY_MARKED : 0u, &s->scratch);
+    zkw_buf_release(&s->scratch); /* the answer is ours, whatever the verdict */
+  }
+  if (rc == ZKW_OK) rc = zkw_side_send(&s->client, frame, len);
+  if (rc) {
+    zkw_session_write_failed(s, &s->client, rc);
+    return -1;
+  }
+  s->move_lost++;
+  return 0;
+}
+
 /* Answers the client's requests that were in flight with CONNECTIONLOSS, in
- * their order (zkwarden's own got theirs from zkw_inband). The policy sees
- * each answer as the client does. Returns 0 or -1 (closed). */
+ * their order: a barrier whose reply was withheld first, then the pending
+ * ring (zkwarden's own got theirs from zkw_inband). Returns 0 or -1
+ * (closed). */
 static int answer_lost(struct zkw_session *s) {
   s->move_lost = 0;
+  if (s->barrier_lost) {
+    s->barrier_lost = false;
+    if (answer_one_lost(s, (struct zkw_pending_entry){.xid = s->barrier_xid, .op = s->barrier_op})) return -1;
+  }
   for (uint32_t i = 0; i < s->pending.count; i++) {
     struct zkw_pending_entry e = zkw_pending_at(&s->pending, i);
-    if (e.owned) continue;
-    struct zkw_reply rep = {.xid = e.xid, .zxid = s->last_zxid, .err = ZKW_ZERR_CONNECTIONLOSS};
-    uint8_t frame[32];
-    size_t len;
-    int rc = zkw_encode_reply(frame, sizeof frame, &rep, e.op, &len);
-    const struct zkw_hooks *hooks = s->srv->hooks;
-    if (rc == ZKW_OK && hooks && hooks->on_reply) {
-      hooks->on_reply(s, &rep, e.op, e.mark ? ZKW_REPLY_MARKED : 0u, &s->scratch);
-      zkw_buf_release(&s->scratch); /* the answer is ours, whatever the verdict */
-    }
-    if (rc == ZKW_OK) rc = zkw_side_send(&s->client, frame, len);
-    if (rc) {
-      zkw_session_write_failed(s, &s->client, rc);
-      return -1;
-    }
-    s->move_lost++;
+    if (!e.owned && answer_one_lost(s, e)) return -1;
   }
   zkw_pending_free(&s->pending);
   zkw_pending_init(&s->pending);

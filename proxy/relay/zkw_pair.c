@@ -249,7 +249,8 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = zkw_tls_read_buf(); /* ciphertext, decrypted into in by read_cb */
     return;
   }
-  if (zkw_buf_reserve(&side->in, ZKW_READ_MIN) != 0) {
+  if (ZKW_FAULT_AT(alloc, ZKW_FAULT_WHERE, side == &side->s->upstream ? "upstream read" : "client read") ||
+      zkw_buf_reserve(&side->in, ZKW_READ_MIN) != 0) {
     *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
     return;
   }

@@ -100,6 +100,7 @@ struct zkw_session {
    * sidecar: reclaim and replay) with nothing else in flight. */
   bool barrier;
   bool barrier_replayed;
+  bool barrier_lost; /* a move took the barrier whose reply was withheld: answered first (zkw_move.c) */
   uint32_t barrier_gen; /* counts barriers: the policy's replay or deliver names the one it means */
   int32_t barrier_xid, barrier_op;
   struct zkw_buf barrier_frame; /* the forwarded request, for the replay */

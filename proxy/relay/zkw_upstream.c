@@ -195,7 +195,9 @@ uint64_t zkw_upstream_lost_ms(const struct zkw_server *srv, int i) {
 }
 
 void zkw_upstream_back(struct zkw_server *srv, int i) {
-  if (zkw_upstream_down(srv, i)) srv->up_back_ms[i] = uv_now(srv->loop);
+  if (!zkw_upstream_down(srv, i)) return;
+  srv->up_back_ms[i] = uv_now(srv->loop);
+  srv->up_suspect_until[i] = 0; /* it answers: no longer suspect either */
 }
 
 static uint32_t random_below(struct zkw_server *srv, uint32_t n) {

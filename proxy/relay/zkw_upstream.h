@@ -33,7 +33,8 @@ void zkw_upstream_lost(struct zkw_session *s);
 bool zkw_upstream_down(const struct zkw_server *srv, int i);
 /* uv_now() when upstream i was last lost (0: never). */
 uint64_t zkw_upstream_lost_ms(const struct zkw_server *srv, int i);
-/* Upstream i answered the health probe as serving. */
+/* Upstream i answered the health probe as serving: back (if it was lost),
+ * no longer suspect. */
 void zkw_upstream_back(struct zkw_server *srv, int i);
 
 #endif

@@ -149,6 +149,13 @@ class Relay:
         with self._lock:
             return sum(1 for p in self._pairs if not p.closed)
 
+    def held_to_client(self):
+        """Bytes the target sent that the connecting side has not taken yet
+        (over 1 MiB: the relay stopped reading the target, so that side is
+        not reading)."""
+        with self._lock:
+            return sum(len(p.to_client) for p in self._pairs if not p.closed)
+
     def stop(self):
         """Stops the thread and closes the listener and every connection."""
         if self._thread is None:
