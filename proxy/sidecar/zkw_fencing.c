@@ -272,8 +272,9 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
                    " is re-attaching: its fence stopped before closing it; fenced after all unless the "
                    "server confirms the session",
                    zkw_identity_name(id), (uint64_t)o->session_id);
-    } else {
-      uv_timer_start(&o->timer, orphan_timer_cb, 0, 0);
+    } else { /* the re-attaching connection is gone already: a grace again */
+      o->grace_over = false;
+      uv_timer_start(&o->timer, orphan_timer_cb, id->srv->cfg->orphan_grace_ms, 0);
     }
     resume_fence_waiters(id);
     return;
@@ -375,10 +376,15 @@ void zkw_fencing_reattach_ended(struct zkw_identity *id, struct zkw_session *s) 
     if (o->reattach == s) {
       o->reattach = NULL;
       if (uv_is_closing((uv_handle_t *)&o->timer) || (id->fencing && id->fence.arg == o)) continue;
-      zkw_log_info("identity %s: the re-attach of orphaned session 0x%" PRIx64 " ended before the server "
-                   "confirmed it: fencing it %s",
-                   zkw_identity_name(id), (uint64_t)o->session_id, o->grace_over ? "now" : "after the grace");
-      if (o->grace_over) uv_timer_start(&o->timer, orphan_timer_cb, 0, 0);
+      /* Its client may come back (zkwarden gave up on a silent server, and
+       * the client reconnects), or be gone: a grace again, then the fence. */
+      zkw_log_info("identity %s: the re-attach of orphaned session 0x%" PRIx64
+                   " ended before the server confirmed it: fenced unless re-attached within %u ms",
+                   zkw_identity_name(id), (uint64_t)o->session_id, id->srv->cfg->orphan_grace_ms);
+      if (o->grace_over) {
+        o->grace_over = false;
+        uv_timer_start(&o->timer, orphan_timer_cb, id->srv->cfg->orphan_grace_ms, 0);
+      }
     }
 }
 

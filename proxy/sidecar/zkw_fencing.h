@@ -24,7 +24,8 @@ bool zkw_fencing_reattach(struct zkw_identity *id, struct zkw_session *s, const 
  * fenced) or not (expired: nothing left to fence). */
 void zkw_fencing_reattached(struct zkw_identity *id, struct zkw_session *s, bool confirmed);
 /* s closed before the server answered its re-attach: its orphan is fenced
- * after all (now, if its grace is over). */
+ * after all, unless re-attached within a grace again (the client may come
+ * back: zkwarden itself closes a re-attach whose server stays silent). */
 void zkw_fencing_reattach_ended(struct zkw_identity *id, struct zkw_session *s);
 /* The current incarnation's connection closed without closeSession: fenced
  * after ZKWARDEN_ORPHAN_GRACE_MS unless it re-attaches. */

@@ -1,8 +1,18 @@
 """Curator's ensemble tracker (DESIGN §3.8): on a 3-server ensemble with
 reconfigEnabled=true, /zookeeper/config names every server's client address,
 and a default Curator client switches its connect string to them, bypassing
-the sidecar. Through zkwarden the config names only the sidecar, so the
-client stays on it. Shown direct first, so the test can fail."""
+the sidecar. Through zkwarden every reply of /zookeeper/config names only the
+sidecar, however many reads are in flight (the tracker sends two at start),
+so the client stays on it. Shown direct first, so the tests can fail:
+
+- test_default_curator_client_stays_on_the_sidecar: Curator 5.4's own
+  tracker, 10 clients one after the other; every connect string the tracker
+  sets is the sidecar's (direct: the servers').
+- test_pipelined_config_reads_all_rewritten: three getData of
+  /zookeeper/config in flight at once (kazoo's async reads on one
+  connection), three rounds: every reply names the sidecar and
+  no server (direct: every reply names the servers).
+"""
 
 import subprocess
 
@@ -10,10 +20,12 @@ import pytest
 
 from zkharness import Ensemble
 
+CLIENTS = 10
 
-@pytest.fixture
-def ensemble(tmp_path):
-    e = Ensemble(tmp_path)
+
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory):
+    e = Ensemble(tmp_path_factory.mktemp("tracker-ensemble"))
     try:
         e.start()
         yield e
@@ -21,30 +33,55 @@ def ensemble(tmp_path):
         e.stop()
 
 
-def run_tracker(java_classes, connect, ms=4000):
-    out = subprocess.run(java_classes.cmd("TrackerCheck", connect, ms), capture_output=True, text=True,
-                         timeout=120)
+def tracker_configs(java_classes, connect, clients, ms=1500):
+    """The connect strings the tracker set, and each client's final one."""
+    out = subprocess.run(java_classes.cmd("TrackerCheck", connect, ms, clients), capture_output=True, text=True,
+                         timeout=60 + clients * 10)
     assert "READY" in out.stdout, out.stdout + out.stderr
-    final = [l for l in out.stdout.splitlines() if l.startswith("FINAL ")]
-    assert final, out.stdout + out.stderr
-    return final[0].split(" ", 1)[1]
+    lines = out.stdout.splitlines()
+    configs = [l.split(" ", 1)[1] for l in lines if l.startswith("CONFIG ")]
+    finals = [l.split(" ", 1)[1] for l in lines if l.startswith("FINAL ")]
+    assert len(finals) == clients, out.stdout + out.stderr
+    return configs, finals
+
+
+def sidecar(request, ensemble):
+    return request.getfixturevalue("zkwarden_factory").start(
+        *[s.hostport for s in ensemble.servers],
+        extra_env={"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
+
+
+def names_only(data, hostport):
+    """The config text names hostport as its one client address."""
+    return data.count(";") == 1 and ";%s" % hostport in data
 
 
 @pytest.mark.parametrize("kind", ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)])
-def test_default_curator_client_stays_on_the_sidecar(kind, ensemble, request, java_classes, kazoo_factory):
-    first = ensemble.servers[0]
+def test_default_curator_client_stays_on_the_sidecar(kind, ensemble, request, java_classes):
     if kind == "direct":
-        final = run_tracker(java_classes, first.hostport)
+        configs, finals = tracker_configs(java_classes, ensemble.servers[0].hostport, 1)
         # The tracker replaced the connect string with every server.
-        assert all(str(s.port) in final for s in ensemble.servers), final
+        assert configs and all(all(str(s.port) in c for s in ensemble.servers) for c in configs), configs
         return
-    proxy = request.getfixturevalue("zkwarden_factory").start(
-        *[s.hostport for s in ensemble.servers],
-        extra_env={"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"})
-    final = run_tracker(java_classes, proxy.hostport)
-    assert final == proxy.hostport, final
-    # What the sidecar shows for /zookeeper/config: one client address, its own.
-    data = kazoo_factory(proxy.hostport).get("/zookeeper/config")[0].decode()
-    assert data.count(";") == 1 and ";%s" % proxy.hostport in data, data
-    direct = kazoo_factory(first.hostport).get("/zookeeper/config")[0].decode()
-    assert direct.count(";") == 3
+    proxy = sidecar(request, ensemble)
+    configs, finals = tracker_configs(java_classes, proxy.hostport, CLIENTS)
+    # Two config events per client at least (its two reads at start), each the sidecar.
+    assert len(configs) >= CLIENTS, configs
+    assert set(configs) == {proxy.hostport}, configs
+    assert set(finals) == {proxy.hostport}, finals
+
+
+@pytest.mark.parametrize("kind", ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)])
+def test_pipelined_config_reads_all_rewritten(kind, ensemble, request, kazoo_factory):
+    hostport = ensemble.servers[0].hostport if kind == "direct" else sidecar(request, ensemble).hostport
+    zk = kazoo_factory(hostport)
+    for _ in range(3):
+        pending = [zk.get_async("/zookeeper/config") for _ in range(3)]
+        datas = [r.get(timeout=10)[0].decode() for r in pending]
+        if kind == "direct":
+            assert all(d.count(";") == 3 for d in datas), datas
+        else:
+            assert all(names_only(d, hostport) for d in datas), datas
+            assert not any(str(s.port) in d.split(";", 1)[1] for d in datas for s in ensemble.servers), datas
+        # A write between the rounds: the next reads carry other zxids.
+        zk.ensure_path("/tracker-pipelined")
