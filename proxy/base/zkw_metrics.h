@@ -267,8 +267,9 @@ struct zkw_histogram {
     "Time from losing a session's server to the session confirmed and restored on another one.")             \
   X(session_moves_refused, COUNTER, NMOVE, "zkwarden_session_moves_refused_total",                           \
     "Sessions whose server went away and that could not move, by reason: fenced by zkwarden, SASL, "         \
-    "read-only, auth packets past the bound kept for a replay, an auth reply outstanding, watches not "      \
-    "kept, or the client's read timeout too close (each is logged).")                                        \
+    "read-only, an auth reply outstanding, watches not kept, the client's read timeout too close; and "      \
+    "sessions marked unable to move when their auth packets passed the bound kept for a replay "             \
+    "(auth_not_kept, counted then). Each is logged.")                                                        \
   X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
     "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \

@@ -231,7 +231,7 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   zkw_upstream_lost(s);
   if (no >= 0) {
     zkw_metrics.session_moves[ZKW_MOVE_NOT_MOVABLE]++;
-    zkw_metrics.session_moves_refused[no]++;
+    if (no != ZKW_NMOVE_AUTH_NOT_KEPT) zkw_metrics.session_moves_refused[no]++; /* counted when marked */
     zkw_slog(s, ZKW_LOG_INFO, "upstream %s %s: not moving %s", s->up_name, why, refusal_text[no]);
     return false;
   }
@@ -479,6 +479,7 @@ void zkw_move_keep_auth(struct zkw_session *s, const uint8_t *frame, size_t len)
              why ? why : "out of memory keeping an auth packet for a replay", s->auth_count, s->auth_len);
     wipe_auth(s);
     s->unmovable = true;
+    zkw_metrics.session_moves_refused[ZKW_NMOVE_AUTH_NOT_KEPT]++; /* counted now, not again at a loss */
     return;
   }
   if (s->auth_len) memcpy(p, s->auth_frames, s->auth_len);

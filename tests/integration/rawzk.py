@@ -40,6 +40,13 @@ def exists(xid, path, watch=False):
     return request(xid, 3, ustring(path) + (b"\1" if watch else b"\0"))
 
 
+def auth(scheme, data):
+    """An addauth packet (xid -4, opcode 100)."""
+    if isinstance(data, str):
+        data = data.encode()
+    return request(-4, 100, struct.pack(">i", 0) + ustring(scheme) + struct.pack(">i", len(data)) + data)
+
+
 def create(xid, path, data=b"", flags=0):
     """create (opcode 1) with the open ACL (world:anyone, all permissions)."""
     acl = struct.pack(">ii", 1, 31) + ustring("world") + ustring("anyone")

@@ -361,3 +361,32 @@ def test_garbage_on_many_connections_at_once(proxy, healthy, spares):
         t.join(60)
     assert errors == []
     healthy.check("concurrent bad clients")
+
+
+def test_addauth_loop_keeps_memory_bounded(proxy, healthy):
+    """Issue 29, item 6: a process that loops addauth (100,000 packets of
+    1 KiB, each other credentials) on one session: zkwarden keeps each
+    distinct packet once for a session move, up to a bound (16 packets, 64
+    KiB); past it the session is marked not movable, with one log line.
+    Every packet is still relayed and answered; zkwarden's RSS stays
+    bounded (it grew by 100 MB, copying the whole buffer at each packet,
+    when every packet was kept)."""
+    from test_proxy_mechanics import rss_kib
+    raw = rawzk.RawSession(proxy.port, timeout_ms=30000)
+    try:
+        rss0 = rss_kib(proxy.proc.pid)
+        for batch in range(100):
+            raw.send(b"".join(rawzk.auth("digest", "user%d:%s" % (batch * 1000 + i, "p" * 1000))
+                              for i in range(1000)))
+            for _ in range(1000):
+                xid, _, err, _ = raw.read_reply()
+                assert (xid, err) == (-4, 0)
+        grown = rss_kib(proxy.proc.pid) - rss0
+        assert grown < 8 * 1024, "zkwarden grew by %d KiB" % grown
+        raw.send(rawzk.exists(1, "/"))
+        assert raw.read_reply()[:3:2] == (1, 0)
+        assert proxy.stderr().count("more auth packets than zkwarden keeps for a replay") == 1
+        assert proxy.metric('zkwarden_session_moves_refused_total{reason="auth_not_kept"}') == 1
+    finally:
+        raw.close()
+    healthy.check("an addauth loop")
