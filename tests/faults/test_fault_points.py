@@ -93,13 +93,21 @@ class Outcome:
 
 def move(proxy, relay, jm, base, out):
     """The server's connection is reset under the JobManager's session,
-    which has an auth and a watch: zkwarden moves it (or drops the client
-    when a failure point stops the move), then the session is used again."""
+    which has an auth, a watch and a lock create in flight (its barrier: the
+    server took it, its answer is held): zkwarden moves it (or drops the
+    client when a failure point stops the move), then the session is used
+    again."""
     out.call("addauth", jm.add_auth_async("digest", "faults:secret"))
     out.call("watch", jm.exists_async(base + "/watched", watch=lambda ev: None))
     lines = len(proxy.stderr())
+    relay.set_mode("mute")
+    in_flight = jm.create_async("%s/checkpoints/%019d/locks/%s" % (base, 9, uuid.uuid4()), b"127.0.0.1",
+                                ephemeral=True, makepath=False)
+    wait_until(lambda: relay.held_to_client() > 0 or not proxy.alive(), 5,
+               what="the lock create's answer held")
     relay.set_mode("reset")
     relay.set_mode("pass")
+    out.call("lock in flight", in_flight)
     deadline = time.monotonic() + 4.0
     while time.monotonic() < deadline and not re.search(r"session moved from|closed:", proxy.stderr()[lines:]):
         time.sleep(0.05)
