@@ -465,8 +465,8 @@ static bool auth_kept(const struct zkw_session *s, const uint8_t *frame, size_t 
 /* Kept: each distinct packet once (a client that adds the same credentials
  * again), at most AUTH_KEEP_MAX of them and AUTH_KEEP_MAX_BYTES, and only
  * where a move could replay them. Past that, or out of memory, the session
- * is marked not movable (one log line; counted when a move is refused) and
- * nothing more is kept. */
+ * is marked not movable (one log line, counted in
+ * zkwarden_session_moves_refused_total then) and nothing is kept. */
 void zkw_move_keep_auth(struct zkw_session *s, const uint8_t *frame, size_t len) {
   if (s->unmovable || s->sasl || s->ro_requested || !s->srv->cfg->session_move) return;
   if (auth_kept(s, frame, len)) return;

@@ -39,7 +39,7 @@ static void upstream_ready(struct zkw_session *s);
  * would direct. */
 static void suspect_silent_upstream(struct zkw_session *s) {
   if (s->phase != ZKW_PHASE_ACTIVE || s->close_sent || !s->upstream.connected || s->timeout <= 0) return;
-  if (!s->pings && !s->pending.count) return;
+  if ((!s->pings && !s->pending.count) || s->upstream.paused) return; /* not reading it: not its silence */
   uint64_t silent = uv_now(s->srv->loop) - s->up_last_read_ms;
   if (silent < (uint64_t)s->timeout / 2) return;
   zkw_upstream_suspect(s, (uint64_t)s->timeout);
@@ -109,8 +109,9 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (nread < 0) {
     if (side == &s->client) suspect_silent_upstream(s);
     /* After closeSession the server closes first: still the client's doing. */
-    s->close_class =
-        side == &s->client || s->close_sent ? ZKW_CLOSE_CLIENT_CLOSED : ZKW_CLOSE_UPSTREAM_CLOSED;
+    s->close_class = nread == UV_ENOBUFS                   ? ZKW_CLOSE_IO_ERROR
+                     : side == &s->client || s->close_sent ? ZKW_CLOSE_CLIENT_CLOSED
+                                                           : ZKW_CLOSE_UPSTREAM_CLOSED;
     if (nread == UV_EOF)
       zkw_session_close(s, ZKW_LOG_INFO, "%s closed the connection%s", side->name,
                         side->in.len                ? " in the middle of a frame"

@@ -91,7 +91,7 @@ class Outcome:
             return None
 
 
-def move(proxy, relay, jm, base, out):
+def move(proxy, relay, jm, direct, base, out):
     """The server's connection is reset under the JobManager's session,
     which has an auth, a watch and a lock create in flight (its barrier: the
     server took it, its answer is held): zkwarden moves it (or drops the
@@ -100,13 +100,17 @@ def move(proxy, relay, jm, base, out):
     out.call("addauth", jm.add_auth_async("digest", "faults:secret"))
     out.call("watch", jm.exists_async(base + "/watched", watch=lambda ev: None))
     lines = len(proxy.stderr())
+    lock = "%s/checkpoints/%019d/locks/%s" % (base, 9, uuid.uuid4())
+    direct.ensure_path(lock.rsplit("/", 1)[0])
     relay.set_mode("mute")
-    in_flight = jm.create_async("%s/checkpoints/%019d/locks/%s" % (base, 9, uuid.uuid4()), b"127.0.0.1",
-                                ephemeral=True, makepath=False)
-    wait_until(lambda: relay.held_to_client() > 0 or not proxy.alive(), 5,
-               what="the lock create's answer held")
-    relay.set_mode("reset")
-    relay.set_mode("pass")
+    try:
+        in_flight = jm.create_async(lock, b"127.0.0.1", ephemeral=True)
+        deadline = time.monotonic() + 4.0
+        while time.monotonic() < deadline and direct.exists(lock) is None and proxy.alive():
+            time.sleep(0.02)
+    finally:
+        relay.set_mode("reset")
+        relay.set_mode("pass")
     out.call("lock in flight", in_flight)
     deadline = time.monotonic() + 4.0
     while time.monotonic() < deadline and not re.search(r"session moved from|closed:", proxy.stderr()[lines:]):
@@ -141,7 +145,7 @@ def lifecycle(proxy, direct, identity, out, rotate=False, relay=None):
         deadline = time.monotonic() + 2.5
         while time.monotonic() < deadline and direct.exists(swept) is not None:
             time.sleep(0.05)
-        move(proxy, relay, jm, base, out)
+        move(proxy, relay, jm, direct, base, out)
         # A second incarnation (a restarted JobManager) fences the first.
         jm2 = kazoo(proxy.hostport)
         try:
