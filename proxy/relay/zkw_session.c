@@ -99,11 +99,13 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     side->in.len += (size_t)nread;
     process(side);
   }
-  /* A server that closes in the middle of a frame sent a broken reply: the
-   * session is closed as before, not moved. UV_ENOBUFS is zkwarden's own
-   * allocation failing (alloc_cb), not the server's loss. */
+  /* A server that closes (FIN) in the middle of a frame sent a broken
+   * reply: the session is closed as before, not moved; a reset in the middle
+   * of one is the connection's loss, its partial frame dropped with it.
+   * UV_ENOBUFS is zkwarden's own allocation failing (alloc_cb), not the
+   * server's loss. */
   if (nread < 0 && nread != UV_ENOBUFS && side == &s->upstream && s->phase == ZKW_PHASE_ACTIVE &&
-      !side->in.len &&
+      (!side->in.len || nread != UV_EOF) &&
       zkw_move_start(s, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread), false))
     return;
   if (nread < 0) {

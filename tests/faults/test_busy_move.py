@@ -268,6 +268,17 @@ def read_until_closed_or(raw, xids, timeout=30.0):
     return got
 
 
+def not_reading(proxy, relay):
+    """zkwarden stopped reading the server: the relay holds what the server
+    sends, and what zkwarden read of it did not grow over 300 ms."""
+    key = 'zkwarden_relayed_bytes_total{direction="upstream_to_client"}'
+    if relay.held_to_client() < (1 << 20):
+        return False
+    before = proxy.metric(key)
+    time.sleep(0.3)
+    return relay.held_to_client() >= (1 << 20) and proxy.metric(key) == before
+
+
 @pytest.mark.zkwarden
 def test_reset_seen_on_a_write_moves(zk_server, zkwarden_factory, kazoo_factory):
     relay = Relay(zk_server.hostport, name="write-reset").start()
@@ -280,7 +291,7 @@ def test_reset_seen_on_a_write_moves(zk_server, zkwarden_factory, kazoo_factory)
         # 40 MB of replies the client does not read: zkwarden stops reading
         # the server, the relay holds what the server sends.
         raw.send(b"".join(rawzk.get_data(x, path) for x in range(1, 41)))
-        wait_until(lambda: relay.held_to_client() >= (1 << 20), 30,
+        wait_until(lambda: not_reading(proxy, relay), 30,
                    what="zkwarden not reading the server (the relay holding what it sends)")
         relay.set_mode("reset")  # zkwarden does not read: it does not see the reset
         relay.set_mode("pass")
