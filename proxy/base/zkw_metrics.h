@@ -241,8 +241,8 @@ struct zkw_histogram {
   X(orphans_fenced, COUNTER, NONE, "zkwarden_orphans_fenced_total",                                          \
     "Abandoned sessions fenced after ZKWARDEN_ORPHAN_GRACE_MS.")                                             \
   X(would_actions, COUNTER, KIND, "zkwarden_would_actions_total",                                            \
-    "ZKWARDEN_MODE=observe: fences and deletes that sidecar mode would have done and observe mode only "     \
-    "reported, by kind (each is logged and shown in /v1/reclaims with would true).")                         \
+    "ZKWARDEN_MODE=observe: fences, deletes and session moves that sidecar mode would have done and "        \
+    "observe mode only reported, by kind (each is logged and shown in /v1/reclaims with would true).")       \
   X(would_fence_wait_ms, COUNTER, MSEC, "zkwarden_would_fence_wait_seconds_total",                           \
     "ZKWARDEN_MODE=observe: how long superseded sessions' leader latches outlived the fences not done: "     \
     "the leadership wait of new JobManagers that sidecar mode would have saved.")                            \

@@ -13,9 +13,10 @@
  * ZKW_HEALTH_REPROBE_MS in zkw_health.h.
  *
  * The same machinery watches for servers coming back: a server the relay
- * lost (zkw_upstream_down) gets `srvr` every ZKW_HEALTH_RETURN_MS until it
- * answers as serving; then the relay learns it is back (zkw_upstream_back),
- * and a session that moves prefers it (it has been restarted already). */
+ * lost (zkw_upstream_down) gets `srvr` (every ZKW_HEALTH_RETURN_MS at first,
+ * less often later: zkw_health.h) until it answers as serving; then the
+ * relay learns it is back (zkw_upstream_back), and a session that moves
+ * prefers it (it has been restarted already). */
 #include "zkw_health.h"
 
 #include <stdio.h>
@@ -108,24 +109,33 @@ static void probe_done(bool ok) {
 
 /* ---- servers coming back ---- */
 
-/* A lost server is probed every ZKW_HEALTH_RETURN_MS for
- * ZKW_HEALTH_RETURN_FAST_MS after its loss, then every
- * ZKW_HEALTH_REPROBE_MS. The next such server from i on, or -1. */
+/* How often a server down since its loss `age` ms ago is probed. */
+static uint64_t return_every_ms(uint64_t age) {
+  return age < ZKW_HEALTH_RETURN_FAST_MS   ? ZKW_HEALTH_RETURN_MS
+         : age < ZKW_HEALTH_RETURN_LONG_MS ? ZKW_HEALTH_RETURN_SLOW_MS
+                                           : ZKW_HEALTH_REPROBE_MS;
+}
+
+/* The next down server from i on whose probe is due, or -1. */
 static int next_down(uint32_t i) {
   const struct zkw_server *srv = health.srv;
   uint64_t now = uv_now(srv->loop);
-  for (; i < (uint32_t)srv->cfg->upstream_count; i++) {
-    if (!zkw_upstream_down(srv, (int)i)) continue;
-    bool fast = now - zkw_upstream_lost_ms(srv, (int)i) < ZKW_HEALTH_RETURN_FAST_MS;
-    if (now - health.return_at_ms[i] >= (fast ? ZKW_HEALTH_RETURN_MS : ZKW_HEALTH_REPROBE_MS)) return (int)i;
-  }
+  for (; i < (uint32_t)srv->cfg->upstream_count; i++)
+    if (zkw_upstream_down(srv, (int)i) &&
+        now - health.return_at_ms[i] >= return_every_ms(now - zkw_upstream_lost_ms(srv, (int)i)))
+      return (int)i;
   return -1;
 }
 
-/* Waits for the next tick, every ZKW_HEALTH_RETURN_MS: a server lost is
+/* Waits for the next tick (see ZKW_HEALTH_RETURN_MS): a server lost is
  * watched from then on; the readiness check runs when due. */
 static void next_tick(void) {
-  schedule(ZKW_HEALTH_RETURN_MS);
+  const struct zkw_server *srv = health.srv;
+  uint64_t now = uv_now(srv->loop), ms = ZKW_HEALTH_RETURN_SLOW_MS;
+  for (int i = 0; i < srv->cfg->upstream_count; i++)
+    if (zkw_upstream_down(srv, i) && now - zkw_upstream_lost_ms(srv, i) < ZKW_HEALTH_RETURN_FAST_MS)
+      ms = ZKW_HEALTH_RETURN_MS;
+  schedule(ms);
 }
 
 /* The return probe tries server idx (from next_down), or ends. */
@@ -156,7 +166,8 @@ static void closed_cb(uv_handle_t *hd) {
   /* The attempt is over: the end of the probe, or the next server. */
   health.state = IDLE;
   if (health.returning) {
-    if (health.success) {
+    /* A server in read-only mode answers, but does not serve a session. */
+    if (health.success && !strstr(health.answer, "Mode: read-only")) {
       zkw_log_info("upstream %s serves again", health.name);
       zkw_upstream_back(health.srv, (int)health.idx);
     }

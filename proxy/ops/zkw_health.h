@@ -31,11 +31,17 @@ struct zkw_server;
  * noticed within a tick of its sessions dropping. */
 #define ZKW_HEALTH_INTERVAL_MS 5000
 #define ZKW_HEALTH_REPROBE_MS  30000
-/* A server the relay lost is probed every ZKW_HEALTH_RETURN_MS until it
- * serves again, for ZKW_HEALTH_RETURN_FAST_MS after its loss (a restart),
- * then every ZKW_HEALTH_REPROBE_MS (a server that stays down). */
+/* A server the relay lost is probed until it serves again: every
+ * ZKW_HEALTH_RETURN_MS for ZKW_HEALTH_RETURN_FAST_MS after its loss (a
+ * restart takes seconds), then every ZKW_HEALTH_RETURN_SLOW_MS until
+ * ZKW_HEALTH_RETURN_LONG_MS, then every ZKW_HEALTH_REPROBE_MS (a server that
+ * stays down). The probe's timer ticks every ZKW_HEALTH_RETURN_MS while a
+ * server lost that recently is down, else every ZKW_HEALTH_RETURN_SLOW_MS
+ * (so that a new loss is watched within a second). */
 #define ZKW_HEALTH_RETURN_MS      250
-#define ZKW_HEALTH_RETURN_FAST_MS (10 * 60 * 1000)
+#define ZKW_HEALTH_RETURN_FAST_MS 30000
+#define ZKW_HEALTH_RETURN_SLOW_MS 1000
+#define ZKW_HEALTH_RETURN_LONG_MS (10 * 60 * 1000)
 
 /* Starts the periodic check (the first probe runs at once). Returns 0 or a
  * negative libuv error. */

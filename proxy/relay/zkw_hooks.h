@@ -15,10 +15,10 @@
  *   on_reply             each reply to a client request (not pings, auth,
  *                        notifications, nor zkwarden's own in-band requests),
  *                        and the CONNECTIONLOSS a move answers it with
- *   on_move              the server of an established session went away and
- *                        the session could move (zkw_move.h): ZKW_FORWARD
- *                        moves it, ZKW_DROP closes the client's connection as
- *                        a plain proxy would (the policy's observe mode)
+ *   on_move              the server of an established session went away or
+ *                        silent and the session could move (zkw_move.h):
+ *                        ZKW_FORWARD moves it, ZKW_DROP does what a plain
+ *                        proxy would (the policy's observe mode)
  *   on_close             the session is closing (once)
  *
  * Verdicts of on_request and on_reply (negative: a codec status, the session
@@ -75,8 +75,11 @@ struct zkw_hooks {
                     struct zkw_buf *out);
   int (*on_reply)(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, unsigned flags,
                   struct zkw_buf *out);
-  /* why: what happened to the server, for the policy's report. */
-  int (*on_move)(struct zkw_session *s, const char *why);
+  /* why: what happened to the server, for the policy's report; silent: the
+   * server went silent (the connection is still there: ZKW_DROP leaves it to
+   * the client's own timeout) rather than closed or reset (ZKW_DROP closes
+   * the client's connection). */
+  int (*on_move)(struct zkw_session *s, const char *why, bool silent);
   void (*on_close)(struct zkw_session *s);
   /* The server stops (SIGTERM): policy timers and handles go (policy: the
    * server's policy context). */

@@ -165,6 +165,7 @@ static void handshake_cb(uv_timer_t *t) {
            handshake_bound_ms(s));
   zkw_upstream_suspect(s, (uint64_t)s->timeout);
   zkw_upstream_lost(s);
+  s->move_failed |= 1u << s->up_idx;
   drop_connection(s);
 }
 
@@ -211,12 +212,13 @@ static void end_barrier(struct zkw_session *s) {
 bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   if (s->moving) {
     /* The new connection ended too: the server took it and does not serve
-     * (an election, a server still syncing), or went away at once. It is
-     * not marked lost or suspect for that: during an election every server
-     * does this, and the preferred one must stay first in the next round
-     * (one that refuses connections or stays silent is marked so by its
-     * own attempt). */
+     * (an election, a server still syncing or behind the client's zxid), or
+     * went away at once. This move tries the other servers before it again
+     * (move_failed), but it is not marked lost or suspect for everyone:
+     * during an election every server does this, and once each has failed
+     * the order starts over with the preferred one. */
     zkw_slog(s, ZKW_LOG_INFO, "moving: upstream %s %s", s->up_name, why);
+    s->move_failed |= 1u << s->up_idx; /* this move tries the others first */
     drop_connection(s);
     return true;
   }
@@ -236,11 +238,13 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
     return false;
   }
   const struct zkw_hooks *hooks = s->srv->hooks;
-  if (hooks && hooks->on_move && hooks->on_move(s, why) != ZKW_FORWARD) return false; /* the policy's word */
+  if (hooks && hooks->on_move && hooks->on_move(s, why, silent) != ZKW_FORWARD)
+    return false; /* the policy's */
   end_barrier(s);
   s->moving = true;
   s->move_counted = false;
   s->move_tries = 0;
+  s->move_failed = 0;
   s->move_first_ms = silent ? 0 : MOVE_FIRST_DELAY_MS;
   s->move_from = s->up_idx;
   s->move_t0 = uv_hrtime();

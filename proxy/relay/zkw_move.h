@@ -23,7 +23,13 @@
  *
  * Not moved (dropped as before): SASL sessions (the exchange cannot be
  * replayed), read-only sessions, sessions in their handshake or after
- * closeSession, a session with a request the policy holds or a barrier. */
+ * closeSession, sessions the policy fences, with an auth reply outstanding,
+ * or whose auth packets or watches were not all kept (each counted by
+ * reason), and when the client's read timeout leaves no time. A busy session
+ * moves: requests in flight (a barrier too, whose withheld reply is answered
+ * first) get CONNECTIONLOSS; a request the policy holds stays held. The
+ * target: zkw_upstream.h. The policy may refuse a move (on_move: observe
+ * mode). */
 #ifndef ZKW_MOVE_H
 #define ZKW_MOVE_H
 

@@ -105,14 +105,14 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   uv_timer_stop(&s->timer);
   bool flushing = false;
   struct zkw_side *up = &s->upstream;
-  if (up->tls && up->open && up->connected && zkw_tls_close_notify(up->tls, &up->out) == 0)
+  if (up->tls && up->open && up->connected && !up->lost && zkw_tls_close_notify(up->tls, &up->out) == 0)
     zkw_side_flush(up); /* the TLS close_notify goes out with the rest */
   struct zkw_side *sides[2] = {&s->client, &s->upstream};
   for (int i = 0; i < 2; i++) {
     struct zkw_side *side = sides[i];
     if (side->open && side->reading) uv_read_stop((uv_stream_t *)&side->tcp);
     side->reading = false;
-    if (side->open && side->connected && zkw_side_unsent(side) > 0)
+    if (side->open && side->connected && !side->lost && zkw_side_unsent(side) > 0)
       flushing = true; /* closed by write_cb */
     else
       side_close(side);

@@ -33,7 +33,10 @@ void zkw_session_ref(struct zkw_session *s);
 void zkw_session_unref(struct zkw_session *s);
 
 /* Sends n bytes to side: straight to the socket if nothing is queued, the
- * rest (or all) copied to side->out. Returns 0 or a negative error. */
+ * rest (or all) copied to side->out. Returns 0 or a negative error. A socket
+ * error on the upstream of an established session is its loss, not an
+ * error: 0 is returned, the bytes (and later ones) are dropped, and the
+ * session's on_upstream_lost runs on the next turn of the loop. */
 int zkw_side_send_at(struct zkw_side *side, const uint8_t *p, size_t n, const char *where)
     __attribute__((warn_unused_result));
 /* (where: the caller's place, a fault-injection point of the test build) */

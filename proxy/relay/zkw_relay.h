@@ -51,7 +51,7 @@ struct zkw_side {
   bool reading;
   bool paused; /* reading stopped because the peer's output is full */
   bool writing;
-  int lost;            /* upstream: a write met this socket error; later writes are dropped (zkw_pair.h) */
+  int lost;            /* upstream: a write met this socket error; later writes are dropped (zkw_pair.c) */
   uint64_t resumed_ms; /* uv_now() when reading last resumed after a pause */
 };
 
@@ -65,7 +65,8 @@ struct zkw_session {
   struct zkw_side client, upstream;
 
   /* Upstream connection attempts. */
-  uv_timer_t timer; /* client handshake, upstream connect, ConnectResponse, then close-flush bounds */
+  uv_timer_t timer; /* client handshake, upstream connect, ConnectResponse; once established a deferred
+                       upstream loss (zkw_pair.c); a move's attempts (zkw_move.c); the close-flush bound */
   uv_connect_t connect_req;
   uv_getaddrinfo_t resolve_req;
   bool resolving;
@@ -100,7 +101,7 @@ struct zkw_session {
    * sidecar: reclaim and replay) with nothing else in flight. */
   bool barrier;
   bool barrier_replayed;
-  bool barrier_lost; /* a move took the barrier whose reply was withheld: answered first (zkw_move.c) */
+  bool barrier_lost;    /* a move took the barrier whose reply was withheld: answered first (zkw_move.c) */
   uint32_t barrier_gen; /* counts barriers: the policy's replay or deliver names the one it means */
   int32_t barrier_xid, barrier_op;
   struct zkw_buf barrier_frame; /* the forwarded request, for the replay */
@@ -129,9 +130,10 @@ struct zkw_session {
   uint32_t move_watches;         /* setWatches frames awaiting their reply */
   uint32_t move_lost;            /* requests answered with CONNECTIONLOSS */
   uint32_t move_tries;           /* connections that did not confirm the session */
+  uint32_t move_failed;          /* bit i: upstream i took a connection of this move and did not serve it */
   uint32_t move_first_ms;        /* the wait before the first attempt */
   uint64_t move_t0;              /* uv_hrtime() when the move began */
-  uint64_t move_refused_at;      /* up_last_read_ms of the silence a move was refused for */
+  uint64_t move_refused_at;      /* when the server went quiet, of the silence a move was refused for */
   uint64_t outstanding_since_ms; /* uv_now() when a request or ping became outstanding after none */
   bool outstanding;              /* as of the last frame batch */
   void (*resume)(struct zkw_session *s); /* zkw_session_resume, for the move's end */
@@ -144,7 +146,7 @@ struct zkw_session {
    * the session's modules do when it closes. */
   uv_read_cb on_read;
   void (*on_closing)(struct zkw_session *s);
-  void (*on_upstream_lost)(struct zkw_session *s, int rc); /* a write met a socket error (zkw_pair.h) */
+  void (*on_upstream_lost)(struct zkw_session *s, int rc); /* a write met a socket error (zkw_pair.c) */
 
   int handles; /* open handles and references; freed when it reaches 0 while closing */
   /* Then the policy's block of hooks->session_size bytes (zkw_session_policy). */

@@ -99,14 +99,18 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     side->in.len += (size_t)nread;
     process(side);
   }
-  /* A server that closes (FIN) in the middle of a frame sent a broken
-   * reply: the session is closed as before, not moved; a reset in the middle
-   * of one is the connection's loss, its partial frame dropped with it.
-   * UV_ENOBUFS is zkwarden's own allocation failing (alloc_cb), not the
-   * server's loss. */
+  /* The server's close or reset is its loss, also in the middle of a frame
+   * (a server shutting down discards the rest of a large reply it was
+   * writing): the partial frame goes with the connection, its request gets
+   * CONNECTIONLOSS. A frame that does not decode is a protocol error
+   * instead (process). UV_ENOBUFS is zkwarden's own allocation failing
+   * (alloc_cb), not the server's loss. */
   if (nread < 0 && nread != UV_ENOBUFS && side == &s->upstream && s->phase == ZKW_PHASE_ACTIVE &&
-      (!side->in.len || nread != UV_EOF) &&
-      zkw_move_start(s, nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread), false))
+      zkw_move_start(s,
+                     nread != UV_EOF ? uv_strerror((int)nread)
+                     : side->in.len  ? "closed the connection in the middle of a frame"
+                                     : "closed the connection",
+                     false))
     return;
   if (nread < 0) {
     if (side == &s->client) suspect_silent_upstream(s);
@@ -651,7 +655,9 @@ static void format_peer(uv_tcp_t *tcp, char *out, size_t len) {
 /* A write to the upstream met a socket error (zkw_pair.c): the server's
  * loss, as on a read. */
 static void upstream_lost(struct zkw_session *s, int rc) {
-  if (zkw_move_start(s, uv_strerror(rc), false)) return;
+  char why[96];
+  snprintf(why, sizeof why, "write failed: %s", uv_strerror(rc));
+  if (zkw_move_start(s, why, false)) return;
   s->close_class = s->close_sent ? ZKW_CLOSE_CLIENT_CLOSED : ZKW_CLOSE_UPSTREAM_CLOSED;
   zkw_session_close(s, ZKW_LOG_INFO, "write to upstream failed: %s", uv_strerror(rc));
 }

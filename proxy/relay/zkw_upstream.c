@@ -209,12 +209,14 @@ static uint32_t random_below(struct zkw_server *srv, uint32_t n) {
 }
 
 /* The group a server is tried in: 0 first. A new connection: 0 usable, 1
- * suspect or down. A move: 0 came back from a loss, 1 usable, 2 suspect or
- * down. */
-static int group(const struct zkw_session *s, uint32_t i, bool moving) {
+ * suspect or down. A move: 0 came back from a loss lately, 1 usable, 2
+ * suspect or down, 3 took a connection of this move and did not serve it. */
+static int group(const struct zkw_session *s, uint32_t i, bool moving, uint64_t now) {
   const struct zkw_server *srv = s->srv;
+  if (moving && ((s->move_failed >> i) & 1u)) return 3;
   if (((s->up_suspects >> i) & 1u) || zkw_upstream_down(srv, (int)i)) return moving ? 2 : 1;
-  return moving && srv->up_lost_ms[i] ? 0 : moving ? 1 : 0;
+  if (!moving) return 0;
+  return srv->up_lost_ms[i] && now - srv->up_back_ms[i] < ZKW_UPSTREAM_BACK_WINDOW_MS ? 0 : 1;
 }
 
 /* The order the servers are tried in (s->up_order), each group in turn:
@@ -224,11 +226,18 @@ static void order(struct zkw_session *s) {
   struct zkw_server *srv = s->srv;
   uint32_t n = (uint32_t)srv->cfg->upstream_count, k = 0;
   bool moving = s->moving;
-  for (int g = 0; g < 3; g++) {
+  uint64_t now = uv_now(srv->loop);
+  /* Every server that could serve failed this move (an election): a new
+   * round, in the order of preference. */
+  uint32_t usable = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (!((s->up_suspects >> i) & 1u) && !zkw_upstream_down(srv, (int)i)) usable |= 1u << i;
+  if (usable && (s->move_failed & usable) == usable) s->move_failed = 0;
+  for (int g = 0; g < 4; g++) {
     uint32_t from = k;
     for (uint32_t j = 0; j < n; j++) {
       uint32_t i = (s->up_first + j) % n;
-      if (group(s, i, moving) == g) s->up_order[k++] = (uint8_t)i;
+      if (group(s, i, moving, now) == g) s->up_order[k++] = (uint8_t)i;
     }
     if (!moving) continue;
     if (g == 0) { /* latest back first (insertion sort: a handful of servers) */

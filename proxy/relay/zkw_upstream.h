@@ -9,6 +9,10 @@
 
 #include "zkw_relay.h"
 
+/* A server back from a loss is preferred by a move for this long after (a
+ * rolling restart's own span); after that it is one of the others. */
+#define ZKW_UPSTREAM_BACK_WINDOW_MS (10 * 60 * 1000)
+
 /* Tries the servers in turn, each bounded by ZKWARDEN_CONNECT_TIMEOUT_MS,
  * and calls ready when one accepts (TCP, and TLS when on). If none does:
  * exhausted, or without it the session is closed. The order: a new

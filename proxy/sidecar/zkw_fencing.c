@@ -346,16 +346,34 @@ bool zkw_fencing_reattach(struct zkw_identity *id, struct zkw_session *s, const 
   struct zkw_orphan *o = orphan_of(id, req->session_id);
   if (!o) return false;
   bool fencing = id->fencing && id->fence.arg == o;
-  if (req->passwd.len != (int32_t)sizeof o->passwd || memcmp(req->passwd.p, o->passwd, sizeof o->passwd) != 0)
-    return fencing; /* not its password: no re-attach of ours; waits for the fence to end, if one runs */
+  if (req->passwd.len != (int32_t)sizeof o->passwd ||
+      memcmp(req->passwd.p, o->passwd, sizeof o->passwd) != 0) {
+    /* Not its password: no re-attach of ours; it waits for the fence to end, if one runs. */
+    if (fencing)
+      zkw_slog(s, ZKW_LOG_INFO,
+               "identity %s: a ConnectRequest for session 0x%" PRIx64 " with another password while its "
+               "orphan fence is under way: it waits for the fence to end",
+               zkw_identity_name(id), (uint64_t)o->session_id);
+    return fencing;
+  }
   o->reattach = s;
-  if (fencing) zkw_fence_cancel(&id->fence); /* stops unless closeSession is out; the re-attach waits */
-  return fencing;
+  if (!fencing) return false;
+  /* A fence never closes a session that is attached again (one that
+   * closed it first leaves the client to learn so from the server). */
+  zkw_slog(s, ZKW_LOG_INFO,
+           "identity %s: session 0x%" PRIx64 " re-attaches while its orphan fence is under way: "
+           "the fence ends without closing it unless closeSession was sent, the re-attach waits for it",
+           zkw_identity_name(id), (uint64_t)o->session_id);
+  zkw_fence_cancel(&id->fence);
+  return true;
 }
 
 void zkw_fencing_reattached(struct zkw_identity *id, struct zkw_session *s, bool confirmed) {
+  /* Confirmed: the server took the session's password, whichever
+   * connection re-attaching it set o->reattach last. */
   for (struct zkw_orphan *o = id->orphans; o; o = o->next)
-    if (o->reattach == s && !uv_is_closing((uv_handle_t *)&o->timer)) {
+    if ((o->reattach == s || (confirmed && o->session_id == s->session_id)) &&
+        !uv_is_closing((uv_handle_t *)&o->timer) && !(id->fencing && id->fence.arg == o)) {
       o->reattach = NULL;
       if (confirmed) {
         zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " re-attached: not fenced",

@@ -36,16 +36,8 @@ int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_conn
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled || req->session_id == 0) return ZKW_FORWARD;
   if (zkw_fencing_reattach(id, s, req)) {
-    /* Its orphan fence is under way: it ends without closing the session
-     * unless its closeSession was already sent (zkw_fence_cancel), and the
-     * re-attach waits for its word: a fence never closes a session that is
-     * attached again (one that closed it first leaves the client to learn
-     * so from the server). The orphan itself goes only when the server
-     * confirms the session (zkw_identity_on_connect_response). */
-    zkw_slog(s, ZKW_LOG_INFO,
-             "identity %s: session 0x%" PRIx64 " re-attaches while its orphan fence is under way: "
-             "the fence ends without closing it unless closeSession was sent, the re-attach waits for it",
-             zkw_identity_name(id), (uint64_t)req->session_id);
+    /* Its orphan fence is under way (and stops unless its closeSession was
+     * already sent): the re-attach waits for its word (zkw_fencing.h). */
     zkw_sc(s)->wait_fence = true;
     return ZKW_HOLD;
   }

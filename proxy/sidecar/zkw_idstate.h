@@ -49,9 +49,11 @@ struct zkw_sc_session {
   bool plain_conflict;  /* acted as the JobManager in an identity conflict: stays plain */
   uint64_t incarnation; /* recorded incarnation; 0: a plain client (no tags, no reclaim) */
   struct zkw_session *id_next;
-  int id_list;     /* enum zkw_id_list */
-  bool wait_fence; /* its re-attach waits for an orphan fence of its session to report */
-  int32_t jm_xid;  /* observe mode: the request that began the incarnation, until its reply */
+  int id_list;        /* enum zkw_id_list */
+  bool wait_fence;    /* its re-attach waits for an orphan fence of its session to report */
+  int32_t jm_xid;     /* observe mode: the request that began the incarnation, until its reply */
+  bool silent_server; /* observe mode: its server went silent (a move not made), and has not answered since */
+  bool would_moved;   /* observe mode: the move not made is reported (once per connection) */
 };
 
 static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {

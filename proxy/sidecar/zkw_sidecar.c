@@ -78,6 +78,7 @@ static int on_barrier_reply(struct zkw_session *s, const struct zkw_reply *rep) 
 static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, unsigned flags,
                     struct zkw_buf *out) {
   struct zkw_sc_session *sc = zkw_sc(s);
+  sc->silent_server = false; /* it answers again */
   if (sc->jm_xid && sc->jm_xid == rep->xid) {
     sc->jm_xid = 0;
     if (rep->err == 0 && (op == ZKW_OP_CREATE || op == ZKW_OP_CREATE2))
@@ -93,19 +94,39 @@ static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t 
   return rc < 0 ? rc : rc == 1 ? ZKW_REPLACE : ZKW_FORWARD;
 }
 
-/* Observe mode: the JobManager meets what it meets direct. The move that
- * sidecar mode would make is a would-action. */
-static int on_move(struct zkw_session *s, const char *why) {
-  struct zkw_identity *id = s->srv->policy;
-  if (!id || !zkw_identity_observing(id)) return ZKW_FORWARD;
+/* Observe mode: a move that sidecar mode would have made and that saved
+ * the client a drop (SUSPENDED), once per connection. */
+static void would_move(struct zkw_session *s, const char *what) {
+  struct zkw_sc_session *sc = zkw_sc(s);
+  if (sc->would_moved) return;
+  sc->would_moved = true;
   char
       reason[ZKW_SESSION_UPSTREAM_MAX + ZKW_HISTORY_TEXT_MAX]; /* cut to ZKW_HISTORY_TEXT_MAX when recorded */
   snprintf(reason, sizeof reason,
            "server %s %s: %s connection dropped as direct (SUSPENDED); sidecar mode moves it", s->up_name,
-           why, zkw_sc(s)->incarnation ? "the JobManager's" : "a plain client's");
+           what, sc->incarnation ? "the JobManager's" : "a plain client's");
   zkw_history_would(&(struct zkw_action){ZKW_HISTORY_SESSION_MOVE, NULL, -1, reason, s->session_id,
-                                         s->srv->cfg->identity, zkw_sc(s)->incarnation});
+                                         s->srv->cfg->identity, sc->incarnation});
+}
+
+/* Observe mode: the JobManager meets what it meets direct. A server that
+ * closed or reset the connection drops the client now; one that went
+ * silent drops it only if the client gives up on it (on_close), not if the
+ * server answers again (on_reply). */
+static int on_move(struct zkw_session *s, const char *why, bool silent) {
+  struct zkw_identity *id = s->srv->policy;
+  if (!id || !zkw_identity_observing(id)) return ZKW_FORWARD;
+  if (silent)
+    zkw_sc(s)->silent_server = true;
+  else
+    would_move(s, why);
   return ZKW_DROP;
+}
+
+static void on_close(struct zkw_session *s) {
+  if (zkw_sc(s)->silent_server && s->close_class == ZKW_CLOSE_CLIENT_CLOSED)
+    would_move(s, "went silent and the client gave up on it");
+  zkw_identity_on_session_closed(s);
 }
 
 static void on_stop(void *policy) {
@@ -119,7 +140,7 @@ const struct zkw_hooks zkw_sidecar_hooks = {
     .on_request = on_request,
     .on_reply = on_reply,
     .on_move = on_move,
-    .on_close = zkw_identity_on_session_closed,
+    .on_close = on_close,
     .on_stop = on_stop,
 };
 

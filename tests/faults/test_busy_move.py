@@ -46,22 +46,12 @@ from kazoo.client import KazooClient
 import rawzk
 from netfault import Relay
 from test_partitions import session_moves, sidecar_env
-from test_session_move import session_server
-from zkharness import REPO, Ensemble, wait_until
+from test_session_move import healed, session_server
+from zkharness import REPO, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SESSION_S = 10.0
 PACE_S = 2.0  # a restarted server serves this long before the next one stops
-
-
-@pytest.fixture(scope="module")
-def ensemble(tmp_path_factory):
-    e = Ensemble(tmp_path_factory.mktemp("busy-ensemble"), four_letter_words="srvr,ruok,stat,cons")
-    try:
-        e.start()
-        yield e
-    finally:
-        e.stop()
 
 
 class BusyJM:
@@ -118,8 +108,8 @@ def would_moves(proxy):
 
 
 @pytest.mark.zkwarden
-def test_busy_rolling_restart(ensemble, zkwarden_factory):
-    ens = ensemble
+def test_busy_rolling_restart(move_ensemble, zkwarden_factory):
+    ens = move_ensemble
     tag = "busy-%s" % uuid.uuid4().hex[:8]
     ups = [s.hostport for s in ens.servers]
     sidecar = zkwarden_factory.start(*ups, extra_env=sidecar_env("jm-" + tag))
@@ -181,16 +171,13 @@ def test_busy_rolling_restart(ensemble, zkwarden_factory):
     finally:
         for jm in jms.values():
             jm.close()
-        for s in ens.servers:
-            if not s.alive():
-                s.start(wait=False)
-        ens.wait_quorum(60)
+        healed(ens)
 
 
 # ------------------------------------------------------------ a GC pause
 
 PAUSED_CLIENT = """
-import json, sys
+import json, sys, time
 from kazoo.client import KazooClient
 hosts, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 zk = KazooClient(hosts=hosts, timeout=6.0, connection_retry={"max_tries": 0}, command_retry={"max_tries": 0})
@@ -198,6 +185,10 @@ zk.start(timeout=20)
 states = []
 zk.add_listener(lambda s: states.append(str(s)))
 results = [zk.get_async(path) for _ in range(n)] + [zk.set_async(path + "-w", b"after the reads")]
+done = []
+for r in results:
+    r.rawlink(lambda _r: done.append(time.monotonic()))
+results[0].get(timeout=60)  # the first reply is here: the requests went out before it
 print("SENT", flush=True)
 ok, errors = 0, []
 for r in results:
@@ -206,7 +197,11 @@ for r in results:
         ok += 1
     except Exception as e:
         errors.append(type(e).__name__)
-print(json.dumps({"ok": ok, "errors": errors, "states": states}), flush=True)
+# The pause shows as the longest gap between two replies; how many came after it.
+times = sorted(done)
+gap = max(range(1, len(times)), key=lambda i: times[i] - times[i - 1])
+print(json.dumps({"ok": ok, "errors": errors, "states": states, "gap_s": times[gap] - times[gap - 1],
+                  "after_gap": len(times) - gap}), flush=True)
 zk.stop()
 zk.close()
 """
@@ -244,6 +239,10 @@ def test_paused_client_is_not_moved(kind, zk_server, request):
                 zk_server, extra_env=sidecar_env("jm-gc-%s" % uuid.uuid4().hex[:6]))
             hostport = proxy.hostport
         got = paused_run(hostport, path)
+        # Paused with most of the 150 MB unread (far more than every buffer on
+        # the way holds: zkwarden stopped reading the server).
+        assert got["gap_s"] >= 3.0 and got["after_gap"] >= 100, got
+        del got["gap_s"], got["after_gap"]
         assert got == {"ok": 151, "errors": [], "states": []}, got
         assert direct.get(path + "-w")[0] == b"after the reads"
         if kind == "zkwarden":
@@ -303,6 +302,8 @@ def test_reset_seen_on_a_write_moves(zk_server, zkwarden_factory, kazoo_factory)
         assert read_until_closed_or(raw, [42]) == {42: 0}
         text = proxy.stderr()
         assert "session moved from" in text, text[-3000:]
+        # The write met the reset first (a read would log the error alone).
+        assert re.search(r"write failed: [^:]*: moving the session", text), text[-3000:]
         assert "write to upstream failed" not in text
         assert session_moves(proxy).get("moved") == 1, session_moves(proxy)
         raw.close()

@@ -37,19 +37,9 @@ import pytest
 
 from test_partitions import JM, session_moves, sidecar_env
 from test_reconnect import CLIENTS, LineProc
-from zkharness import Ensemble, four_letter, wait_until
+from zkharness import four_letter, wait_until
 
 SESSION_S = 6.0
-
-
-@pytest.fixture(scope="module")
-def move_ensemble(tmp_path_factory):
-    e = Ensemble(tmp_path_factory.mktemp("move-ensemble"), four_letter_words="srvr,ruok,stat,cons")
-    try:
-        e.start()
-        yield e
-    finally:
-        e.stop()
 
 
 def healed(ensemble):

@@ -9,15 +9,17 @@ so the client stays on it. Shown direct first, so the tests can fail:
   tracker, 10 clients one after the other; every connect string the tracker
   sets is the sidecar's (direct: the servers').
 - test_pipelined_config_reads_all_rewritten: three getData of
-  /zookeeper/config in flight at once (kazoo's async reads on one
-  connection), three rounds: every reply names the sidecar and
-  no server (direct: every reply names the servers).
+  /zookeeper/config in flight at once (written in one send on a raw
+  connection), three rounds: every reply names the sidecar and no server
+  (direct: every reply names the servers).
 """
 
+import struct
 import subprocess
 
 import pytest
 
+import rawzk
 from zkharness import Ensemble
 
 CLIENTS = 10
@@ -65,23 +67,32 @@ def test_default_curator_client_stays_on_the_sidecar(kind, ensemble, request, ja
         return
     proxy = sidecar(request, ensemble)
     configs, finals = tracker_configs(java_classes, proxy.hostport, CLIENTS)
-    # Two config events per client at least (its two reads at start), each the sidecar.
+    # A config event per client at least (its reads at start), each the sidecar.
     assert len(configs) >= CLIENTS, configs
     assert set(configs) == {proxy.hostport}, configs
     assert set(finals) == {proxy.hostport}, finals
 
 
 @pytest.mark.parametrize("kind", ["direct", pytest.param("zkwarden", marks=pytest.mark.zkwarden)])
-def test_pipelined_config_reads_all_rewritten(kind, ensemble, request, kazoo_factory):
-    hostport = ensemble.servers[0].hostport if kind == "direct" else sidecar(request, ensemble).hostport
-    zk = kazoo_factory(hostport)
-    for _ in range(3):
-        pending = [zk.get_async("/zookeeper/config") for _ in range(3)]
-        datas = [r.get(timeout=10)[0].decode() for r in pending]
-        if kind == "direct":
-            assert all(d.count(";") == 3 for d in datas), datas
-        else:
-            assert all(names_only(d, hostport) for d in datas), datas
-            assert not any(str(s.port) in d.split(";", 1)[1] for d in datas for s in ensemble.servers), datas
-        # A write between the rounds: the next reads carry other zxids.
-        zk.ensure_path("/tracker-pipelined")
+def test_pipelined_config_reads_all_rewritten(kind, ensemble, request):
+    server = ensemble.servers[0]
+    port = server.port if kind == "direct" else sidecar(request, ensemble).port
+    hostport = "127.0.0.1:%d" % port
+    raw = rawzk.RawSession(port)
+    try:
+        for r in range(3):
+            xids = [10 * r + i for i in range(1, 4)]
+            raw.send(b"".join(rawzk.get_data(x, "/zookeeper/config") for x in xids))
+            datas = []
+            for x in xids:
+                xid, _, err, body = raw.read_reply()
+                assert (xid, err) == (x, 0)
+                (n,) = struct.unpack(">i", body[:4])
+                datas.append(body[4:4 + n].decode())
+            if kind == "direct":
+                assert all(d.count(";") == 3 for d in datas), datas
+            else:
+                assert all(names_only(d, hostport) for d in datas), datas
+                assert not any(str(s.port) in d.split(";", 1)[1] for d in datas for s in ensemble.servers), datas
+    finally:
+        raw.close()

@@ -6,13 +6,13 @@ re-attach of its session (issue 29, items 3 and 4):
   "mute") when the JobManager comes back; the fence stops before
   closeSession. The server re-validated the session with the timeout the
   fence asked for: it must be the session's own (20 s), not the fence's
-  bound (2 s), for the JobManager's re-attach then goes to a first server
+  bound (6 s), for the JobManager's re-attach then goes to a first server
   that takes the connection and never answers (a relay in "drop"): zkwarden
   gives up on it after 10 s and closes the connection, the JobManager
   connects again, as the ZooKeeper client does, and reaches the good one.
   The session survives, with its own timeout, its latch still its own,
   nothing fenced. (When the fence asked for its own bound, the session
-  expired 2 s after the fence's re-attach.)
+  expired 6 s after the fence's re-attach.)
 - test_orphan_whose_reattach_fails_is_still_fenced: a ConnectRequest with
   the orphan's session id whose connection ends before the server confirms
   it (the client goes), or that carries the wrong password, does not save
@@ -34,6 +34,7 @@ from zkharness import HOST, ZkServer, four_letter, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "faults"))
 import netfault  # noqa: E402  (tests/faults: the fault-injecting relay)
+from test_partitions import sidecar_env as partitions_sidecar_env  # noqa: E402
 
 pytestmark = pytest.mark.zkwarden
 
@@ -41,9 +42,20 @@ SESSION_MS = 20000
 
 
 def sidecar_env(**extra):
-    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": "jm-0", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+    return partitions_sidecar_env("jm-0", **extra)
+
+
+@pytest.fixture
+def zk(tmp_path):
+    """A ZooKeeper server that answers `cons` (which sessions it holds)."""
+    srv = ZkServer(tmp_path / "zk", four_letter_words="srvr,ruok,stat,cons")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def holds(zk, sid):
+    return ("sid=0x%x" % sid) in four_letter(zk.port, "cons").decode()
 
 
 def latch_of(observer, sid):
@@ -66,14 +78,12 @@ def connect_response(sock, timeout=30.0):
     return negotiated, session
 
 
-def test_cancelled_fence_keeps_the_session_timeout(tmp_path, zkwarden_factory, kazoo_factory):
-    zk = ZkServer(tmp_path / "zk", four_letter_words="srvr,ruok,stat,cons")
-    zk.start()
+def test_cancelled_fence_keeps_the_session_timeout(zk, zkwarden_factory, kazoo_factory):
     first = netfault.Relay(zk.hostport, name="first").start()  # later silent
     good = netfault.Relay(zk.hostport, name="good").start()
     try:
         proxy = zkwarden_factory.start(first.hostport, good.hostport, extra_env=sidecar_env(
-            ZKWARDEN_ORPHAN_GRACE_MS=500, ZKWARDEN_FENCE_TIMEOUT_MS=2000))
+            ZKWARDEN_ORPHAN_GRACE_MS=500, ZKWARDEN_FENCE_TIMEOUT_MS=6000))
         observer = kazoo_factory(zk.hostport)
         observer.ensure_path("/flink/c1/leader")
         raw = rawzk.RawSession(proxy.port, timeout_ms=SESSION_MS)  # through `first`
@@ -89,9 +99,7 @@ def test_cancelled_fence_keeps_the_session_timeout(tmp_path, zkwarden_factory, k
         good.set_mode("mute")
         raw.close()  # an orphan after 500 ms; its fence re-attaches through `good`
         accepted = good.accepted
-        wait_until(lambda: good.accepted > accepted
-                   and ("sid=0x%x" % sid) in four_letter(zk.port, "cons").decode(), 10,
-                   what="the fence's re-attach on the server")
+        wait_until(lambda: good.accepted > accepted and holds(zk, sid), 10, what="the fence's re-attach on the server")
         back = socket.create_connection((HOST, proxy.port), timeout=10)
         try:
             back.sendall(rawzk.connect_request(SESSION_MS, sid, passwd))
@@ -120,28 +128,28 @@ def test_cancelled_fence_keeps_the_session_timeout(tmp_path, zkwarden_factory, k
     finally:
         first.stop()
         good.stop()
-        zk.stop()
 
 
 @pytest.mark.parametrize("how", ["client gone", "wrong password"])
-def test_orphan_whose_reattach_fails_is_still_fenced(how, private_zk, zkwarden_factory, kazoo_factory):
-    relay = netfault.Relay(private_zk.hostport, name="orphan").start()
+def test_orphan_whose_reattach_fails_is_still_fenced(how, zk, zkwarden_factory, kazoo_factory):
+    relay = netfault.Relay(zk.hostport, name="orphan").start()
     try:
-        proxy = zkwarden_factory.start(relay.hostport, extra_env=sidecar_env(ZKWARDEN_ORPHAN_GRACE_MS=1500))
-        observer = kazoo_factory(private_zk.hostport)
+        proxy = zkwarden_factory.start(relay.hostport, extra_env=sidecar_env(ZKWARDEN_ORPHAN_GRACE_MS=3000))
+        observer = kazoo_factory(zk.hostport)
         observer.ensure_path("/flink/c1/leader")
         raw = rawzk.RawSession(proxy.port, timeout_ms=SESSION_MS)
         assert raw.create_latch("/flink/c1/leader/latch") == 0
         sid, passwd = raw.session_id, raw.passwd
         latch = latch_of(observer, sid)
-        raw.close()  # crashed: an orphan, fenced 1.5 s from now unless re-attached
+        raw.close()  # crashed: an orphan, fenced 3 s from now unless re-attached
         t0 = time.monotonic()
         wait_until(lambda: "closed: client closed the connection" in proxy.stderr(), 10, what="the orphan")
         back = socket.create_connection((HOST, proxy.port), timeout=10)
         if how == "client gone":
             relay.set_mode("mute")  # the server takes the re-attach; its answer is held
+            wait_until(lambda: not holds(zk, sid), 10, what="the crashed connection gone on the server")
             back.sendall(rawzk.connect_request(SESSION_MS, sid, passwd))
-            wait_until(lambda: relay.accepted >= 2, 10, what="the re-attach to reach the server")
+            wait_until(lambda: holds(zk, sid), 10, what="the server to take the re-attach")
             back.close()  # gone before the server confirmed the session
             relay.set_mode("pass")
         else:

@@ -41,7 +41,7 @@
 
 /* ---- the recording hooks ---- */
 
-enum { EV_CONNECT_REQ = 1, EV_CONNECT_RESP, EV_REQUEST, EV_REPLY, EV_CLOSE };
+enum { EV_CONNECT_REQ = 1, EV_CONNECT_RESP, EV_REQUEST, EV_REPLY, EV_CLOSE, EV_DELIVERED };
 
 struct event {
   int kind;
@@ -59,7 +59,8 @@ static int request_verdict[16]; /* by xid */
 static int reply_verdict[16];
 static bool held_once[16]; /* a HOLD answers the first call only */
 static struct zkw_session *last_session;
-static uint32_t barrier_seen; /* the barrier whose reply was withheld (zkw_session_barrier) */
+static uint32_t barrier_seen; /* the barrier whose reply was withheld last (zkw_session_barrier) */
+static uint32_t deliver_gen;  /* the barrier DO_DELIVER names */
 static int policy_block_ok = -1;
 
 static void record(struct event e) {
@@ -161,7 +162,8 @@ static const struct zkw_hooks recording = {
 
 static int find_locked(int kind, int32_t xid) {
   for (int i = 0; i < nevents; i++)
-    if (events[i].kind == kind && (kind == EV_REQUEST || kind == EV_REPLY ? events[i].xid == xid : true))
+    if (events[i].kind == kind &&
+        (kind == EV_REQUEST || kind == EV_REPLY || kind == EV_DELIVERED ? events[i].xid == xid : true))
       return i;
   return -1;
 }
@@ -198,11 +200,14 @@ static enum { DO_NOTHING, DO_RESUME, DO_DELIVER, DO_STOP } todo;
 static void wake_cb(uv_async_t *h) {
   pthread_mutex_lock(&mu);
   int what = todo;
-  uint32_t barrier = barrier_seen;
+  uint32_t barrier = deliver_gen;
   todo = DO_NOTHING;
   pthread_mutex_unlock(&mu);
   if (what == DO_RESUME) zkw_session_resume(last_session);
-  if (what == DO_DELIVER) zkw_session_deliver(last_session, barrier);
+  if (what == DO_DELIVER) {
+    zkw_session_deliver(last_session, barrier);
+    record((struct event){.kind = EV_DELIVERED, .xid = (int32_t)barrier});
+  }
   if (what == DO_STOP) {
     uv_close((uv_handle_t *)h, NULL);
     zkw_server_stop(&srv);
@@ -214,6 +219,27 @@ static void call_relay(int what) {
   todo = what;
   pthread_mutex_unlock(&mu);
   uv_async_send(&wake);
+}
+
+/* The barrier whose reply was withheld last; DO_DELIVER then names g. */
+static uint32_t withheld(void) {
+  pthread_mutex_lock(&mu);
+  uint32_t g = barrier_seen;
+  pthread_mutex_unlock(&mu);
+  return g;
+}
+
+static void deliver(uint32_t g) {
+  pthread_mutex_lock(&mu);
+  deliver_gen = g;
+  pthread_mutex_unlock(&mu);
+  call_relay(DO_DELIVER);
+}
+
+/* True if fd has something to read within ms. */
+static bool readable_within(int fd, int ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  return poll(&p, 1, ms) == 1;
 }
 
 static void *loop_thread(void *arg) {
@@ -341,6 +367,8 @@ static void test_relay_with_recording_hooks(void) {
   request_verdict[7] = ZKW_FORWARD | ZKW_MARK;
   request_verdict[8] = ZKW_FORWARD | ZKW_BARRIER;
   reply_verdict[8] = ZKW_WITHHOLD;
+  request_verdict[10] = ZKW_FORWARD | ZKW_BARRIER;
+  reply_verdict[10] = ZKW_WITHHOLD;
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, loop_thread, NULL), 0);
 
@@ -403,7 +431,7 @@ static void test_relay_with_recording_hooks(void) {
   ASSERT_TRUE(e6 > 0);
   ASSERT_TRUE(events[e6].at_barrier);
   ASSERT_EQ(event_index(EV_REQUEST, 7), -1); /* still behind the barrier */
-  call_relay(DO_DELIVER);
+  deliver(withheld());
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
   ASSERT_EQ(frame_xid(buf), 6);
   ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_NODEEXISTS);
@@ -427,6 +455,7 @@ static void test_relay_with_recording_hooks(void) {
   ASSERT_EQ(frame_xid(buf), 8);
   ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NODEEXISTS));
   ASSERT_TRUE(wait_event(EV_REPLY, 8) > 0);
+  uint32_t old_barrier = withheld();
   close(u);
   ASSERT_TRUE(readable(up));
   u = accept(up, NULL, NULL);
@@ -443,17 +472,34 @@ static void test_relay_with_recording_hooks(void) {
   ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_CONNECTIONLOSS);
   ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
   ASSERT_EQ(frame_xid(buf), 9);
-  /* The policy's delivery of the old barrier comes late: nothing reaches
-   * the client but 9's reply. */
-  call_relay(DO_DELIVER);
   ASSERT_TRUE(reply(u, 9, ZKW_ZERR_NONODE));
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
   ASSERT_EQ(frame_xid(buf), 9);
   ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 1);
+  /* A new barrier (10, its reply withheld, 11 behind it); then the policy's
+   * delivery of the old one comes late: it does nothing, neither to 10's
+   * reply nor to 11. */
+  len = get_data_frame(buf, 10, "/lock");
+  len += get_data_frame(buf + len, 11, "/d");
+  ASSERT_TRUE(write_all(c, buf, len));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 10);
+  ASSERT_TRUE(reply(u, 10, ZKW_ZERR_NODEEXISTS));
+  ASSERT_TRUE(wait_event(EV_REPLY, 10) > 0);
+  ASSERT_TRUE(withheld() != old_barrier);
+  deliver(old_barrier);
+  ASSERT_TRUE(wait_event(EV_DELIVERED, (int32_t)old_barrier) > 0);
+  ASSERT_TRUE(!readable_within(c, 100)); /* 10's reply still withheld */
+  ASSERT_TRUE(!readable_within(u, 100)); /* 11 still behind it */
+  deliver(withheld());
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 10);
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 11);
 
   /* The client goes: the hooks hear it last. */
   close(c);
-  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 9));
+  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 11));
   int order[] = {EV_CONNECT_REQ, EV_CONNECT_RESP, EV_REQUEST};
   for (int i = 0; i < 3; i++)
     ASSERT_EQ(events[i].kind, order[i]);
