@@ -14,6 +14,9 @@
  *   on_request           each client request (not pings, auth, the handshake)
  *   on_reply             each reply to a client request (not pings, auth,
  *                        notifications, nor zkwarden's own in-band requests)
+ *   on_notification      each notification (xid -1) while the session is not
+ *                        moving: ZKW_FORWARD, or ZKW_DROP for one that only a
+ *                        watch of the policy's own asked for
  *   on_close             the session is closing (once)
  *
  * Verdicts of on_request and on_reply (negative: a codec status, the session
@@ -64,6 +67,7 @@ struct zkw_hooks {
                     struct zkw_buf *out);
   int (*on_reply)(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, bool at_barrier,
                   struct zkw_buf *out);
+  int (*on_notification)(struct zkw_session *s, const struct zkw_watcher_event *ev);
   void (*on_close)(struct zkw_session *s);
   /* The server stops (SIGTERM): policy timers and handles go (policy: the
    * server's policy context). */

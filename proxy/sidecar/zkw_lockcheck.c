@@ -96,6 +96,45 @@ void zkw_lockcheck_would_delete(struct zkw_identity *id, enum zkw_history_kind k
                                          c->tagged ? c->tag.incarnation : 0});
 }
 
+/* ------------------------------------------------------------- zombies */
+
+static int64_t reported[ZKW_LOCKCHECK_REPORTED];
+static unsigned reported_next;
+
+bool zkw_lockcheck_report_once(int64_t czxid) {
+  for (unsigned i = 0; i < ZKW_LOCKCHECK_REPORTED; i++)
+    if (reported[i] == czxid) return false;
+  reported[reported_next++ % ZKW_LOCKCHECK_REPORTED] = czxid;
+  return true;
+}
+
+bool zkw_lockcheck_zombie(const struct zkw_identity *id, struct zkw_lock_check *c, int64_t asking_session,
+                          bool report) {
+  const char *why;
+  const struct zkw_dead_session *d =
+      c->owner ? zkw_identity_proven_dead(id, c->owner, asking_session, &why) : NULL;
+  if (d) {
+    c->zombie = true;
+    c->dead = *d;
+    return true;
+  }
+  if (c->owner && why && report) zkw_lockcheck_unproven(id, c, why);
+  return false;
+}
+
+void zkw_lockcheck_unproven(const struct zkw_identity *id, const struct zkw_lock_check *c, const char *why) {
+  if (!zkw_lockcheck_report_once(c->czxid)) return;
+  const struct zkw_dead_session *d = zkw_identity_dead_session(id, c->owner);
+  ZKW_METRIC_INC(zombies_unproven);
+  zkw_log_warn("identity %s: %s is owned by session 0x%" PRIx64 ", which the dead list names, but it is not "
+               "proven dead (%s): not deleted",
+               zkw_identity_name(id), c->path, (uint64_t)c->owner, why);
+  char reason[ZKW_HISTORY_TEXT_MAX];
+  snprintf(reason, sizeof reason, "owner listed dead, not proven (%s): not deleted", why);
+  zkw_history_failed(ZKW_HISTORY_ZOMBIE, c->path, reason, c->owner, zkw_identity_name(id),
+                     d ? d->incarnation : 0);
+}
+
 /* ms since the epoch as 2026-01-02T03:04:05.678Z. */
 void zkw_lockcheck_format_ms(uint64_t ms, char *out, size_t cap) {
   time_t t = (time_t)(ms / 1000);

@@ -6,7 +6,8 @@
  * a delete under the lock roots becomes the barrier request (held back while
  * a sweep deletes). Replies: a barrier request's NODEEXISTS / NOTEMPTY is
  * withheld while a reclaim runs; getData replies are untagged, and those of
- * /zookeeper/config name the sidecar. */
+ * /zookeeper/config name the sidecar. Notifications of the sweep's own
+ * watch go to it alone (zkw_sweepwatch.h). */
 #include "zkw_sidecar.h"
 
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "zkw_lockrule.h"
 #include "zkw_reclaim.h"
 #include "zkw_sweep.h"
+#include "zkw_sweepwatch.h"
 #include "zkw_rewrite.h"
 #include "zkw_session.h"
 
@@ -32,6 +34,7 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
     if (cfg->observe && req->type != ZKW_OP_MULTI) sc->jm_xid = req->xid;
     if (zkw_identity_on_jm_request(s)) return ZKW_HOLD;
   }
+  if (sc->incarnation) zkw_sweep_on_jm_request(s, req); /* its own trees, its activity */
   int verdict = ZKW_FORWARD;
   bool lock_request = false;
   if (sc->incarnation &&
@@ -90,7 +93,9 @@ static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t 
 }
 
 static void on_stop(void *policy) {
-  if (policy) zkw_identity_stop(policy);
+  if (!policy) return;
+  zkw_sweep_stop();
+  zkw_identity_stop(policy);
 }
 
 const struct zkw_hooks zkw_sidecar_hooks = {
@@ -99,6 +104,7 @@ const struct zkw_hooks zkw_sidecar_hooks = {
     .on_connect_response = zkw_identity_on_connect_response,
     .on_request = on_request,
     .on_reply = on_reply,
+    .on_notification = zkw_sweepwatch_on_notification,
     .on_close = zkw_identity_on_session_closed,
     .on_stop = on_stop,
 };
