@@ -88,6 +88,7 @@ static struct {
   struct zkw_locks_report *rep;   /* the last one's report */
   uint64_t rep_at;                /* uv_now when it ended */
   struct zkw_admin_http *waiters; /* requests waiting for the walk (via walk_next) */
+  bool walk_all;                  /* the walk in flight: every lock root (else the own trees) */
 } walks;
 
 /* h's request waits for the walk no more (its connection is closing). The
@@ -265,11 +266,16 @@ static void walk_answer(struct zkw_admin_http *h, const struct zkw_locks_report 
   respond(h, 200, h->walk_page ? "text/html; charset=utf-8" : "application/json", NULL, true);
 }
 
-/* Every waiting request gets rep (or why). */
-static void walk_answer_all(const struct zkw_locks_report *rep, const char *why) {
-  while (walks.waiters) {
-    struct zkw_admin_http *h = walks.waiters;
-    walks.waiters = h->walk_next;
+/* Every waiting request for the scope (all: every lock root, else the own
+ * trees) gets rep (or why). */
+static void walk_answer_all(bool all, const struct zkw_locks_report *rep, const char *why) {
+  for (struct zkw_admin_http **p = &walks.waiters; *p;) {
+    struct zkw_admin_http *h = *p;
+    if (h->walk_all != all) {
+      p = &h->walk_next;
+      continue;
+    }
+    *p = h->walk_next;
     h->walk_next = NULL;
     h->walk_waiting = false;
     walk_answer(h, rep, why);
@@ -283,29 +289,49 @@ static void walk_expire(uv_timer_t *t) {
   walks.rep = NULL;
 }
 
+static void walk_begin(void);
+
 static void walk_done(void *arg, struct zkw_locks_report *rep) {
   (void)arg;
+  bool all = walks.walk_all;
   walks.walk = NULL;
   zkw_locks_report_free(walks.rep);
   walks.rep = rep;
   walks.rep_at = uv_now(endpoint.srv->loop);
   if (walks.timer_open) uv_timer_start(&walks.expire, walk_expire, ZKW_ADMIN_WALK_REUSE_MS, 0);
-  walk_answer_all(rep, rep ? NULL : "out of memory");
+  walk_answer_all(all, rep, rep ? NULL : "out of memory");
+  walk_begin(); /* the requests for the other scope */
 }
 
+/* A walk for the oldest waiting request's scope: the own trees (those the
+ * sweep reads), or every lock root. */
 static void walk_begin(void) {
-  if (walks.walk || !walks.waiters) return;
-  if (zkw_locks_walk_start(walks.zk, &endpoint.srv->cfg->lock_roots, endpoint.srv->cfg->registry_root, 0,
-                           walk_done, NULL, &walks.walk) != 0) {
+  if (walks.walk || !walks.waiters || endpoint.stopping) return;
+  struct zkw_admin_http *oldest = walks.waiters;
+  while (oldest->walk_next)
+    oldest = oldest->walk_next;
+  bool all = oldest->walk_all;
+  const struct zkw_config *cfg = endpoint.srv->cfg;
+  struct zkw_lock_roots own;
+  if (!all) {
+    struct zkw_scope trees;
+    zkw_identity_own_trees(zkw_sidecar_identity(endpoint.srv), &trees);
+    zkw_locks_scope_roots(&trees, &own);
+  }
+  walks.walk_all = all;
+  if (zkw_locks_walk_start(walks.zk, all ? &cfg->lock_roots : &own, all, cfg->registry_root, 0, walk_done,
+                           NULL, &walks.walk) != 0) {
     walks.walk = NULL;
-    return walk_answer_all(NULL, "the lock walk's session refused the reads");
+    return walk_answer_all(all, NULL, "the lock walk's session refused the reads");
   }
   ZKW_METRIC_INC(lock_walks);
 }
 
 static void walk_wait_timeout(uv_timer_t *t) {
   (void)t;
-  if (!walks.walk) walk_answer_all(NULL, "the lock walk's ZooKeeper session did not connect");
+  if (walks.walk) return;
+  walk_answer_all(false, NULL, "the lock walk's ZooKeeper session did not connect");
+  walk_answer_all(true, NULL, "the lock walk's ZooKeeper session did not connect");
 }
 
 static void walk_zk_event(void *arg, int type, int state, const char *path) {
@@ -318,12 +344,14 @@ static void walk_zk_event(void *arg, int type, int state, const char *path) {
 
 /* Queues h for the lock walk, starting one (and its session) if none runs.
  * Returns NULL, or why no report can come. */
-static const char *start_walk(struct zkw_admin_http *h, bool page) {
+static const char *start_walk(struct zkw_admin_http *h, bool page, bool all) {
   struct zkw_identity *id = zkw_sidecar_identity(endpoint.srv);
   if (endpoint.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
   if (!id || !id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
   h->walk_page = page;
-  if (walks.rep && !walks.walk && uv_now(endpoint.srv->loop) - walks.rep_at < ZKW_ADMIN_WALK_REUSE_MS) {
+  h->walk_all = all;
+  if (walks.rep && walks.rep->all == all && !walks.walk &&
+      uv_now(endpoint.srv->loop) - walks.rep_at < ZKW_ADMIN_WALK_REUSE_MS) {
     walk_answer(h, walks.rep, NULL);
     return NULL;
   }
@@ -346,13 +374,27 @@ static const char *start_walk(struct zkw_admin_http *h, bool page) {
     }
   }
   h->walk_waiting = true;
-  h->walk_next = walks.waiters;
+  h->walk_next = walks.waiters; /* newest first: the oldest is the last */
   walks.waiters = h;
   if (walks.connected)
     walk_begin();
   else if (!uv_is_active((uv_handle_t *)&walks.timer))
     uv_timer_start(&walks.timer, walk_wait_timeout, ZKW_ADMIN_WALK_WAIT_MS, 0);
   return NULL;
+}
+
+/* /v1/locks?all=1 (or all, all=true): every lock root. */
+static bool query_all(const char *q) {
+  if (*q != '?') return false;
+  for (const char *p = q + 1; *p && *p != '#';) {
+    size_t n = strcspn(p, "&#");
+    if ((n == 3 && memcmp(p, "all", 3) == 0) || (n == 5 && memcmp(p, "all=1", 5) == 0) ||
+        (n == 8 && memcmp(p, "all=true", 8) == 0))
+      return true;
+    p += n;
+    if (*p == '&') p++;
+  }
+  return false;
 }
 
 static void serve(struct zkw_admin_http *c, bool last) {
@@ -420,7 +462,7 @@ static void serve(struct zkw_admin_http *c, bool last) {
     return;
   case LOCKS:
   case PAGE: {
-    const char *why = start_walk(c, route == PAGE);
+    const char *why = start_walk(c, route == PAGE, route == LOCKS && query_all(c->url + n));
     if (!why) return; /* answered, or walk_done answers */
     if (route == LOCKS) {
       char line[200];

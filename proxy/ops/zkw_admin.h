@@ -85,6 +85,7 @@ struct zkw_admin_http {
   bool remote;                      /* the peer is not on loopback (ZKWARDEN_ADMIN_REMOTE applies) */
   bool walk_waiting;                /* the last request waits for the lock walk */
   bool walk_page;                   /* it is for the status page (else /v1/locks) */
+  bool walk_all;                    /* /v1/locks?all=1: every lock root (else the own trees) */
   struct zkw_admin_http *walk_next; /* the other requests waiting for it */
 };
 

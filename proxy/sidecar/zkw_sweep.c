@@ -38,11 +38,14 @@
 #define SWEEP_CALM_MS       50    /* calm: no request of its own for this long */
 #define SWEEP_PACE_MS       10    /* a JobManager never idle: one read per */
 #define SWEEP_POLL_MS       2     /* the JobManager busy: look again after */
-#define SWEEP_QUIET_MS      500   /* a new incarnation's first pass waits for this much quiet */
+#define SWEEP_QUIET_MS      500   /* a new incarnation's first pass waits for this much quiet: */
+#define SWEEP_QUIET_MAX     50    /* at most this many requests of the JobManager in it (100/s) */
 #define SWEEP_FIRST_WAIT_MS 30000 /* at most */
-#define SWEEP_WAIT_MS       20    /* lock requests still outstanding (the delete phase) */
-#define SWEEP_NO_JM_MS      1000  /* no JobManager session (or no own tree yet) to read with */
-#define SWEEP_CONTINUE_MS   5000  /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
+#define BURST_SLOT_MS       100   /* the JobManager's requests are counted per slot */
+#define BURST_SLOTS         (SWEEP_QUIET_MS / BURST_SLOT_MS)
+#define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
+#define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
+#define SWEEP_CONTINUE_MS   5000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
 
 /* A node to read: getData (a lock, or a node the watch kept) or
  * getChildren2 (a node to list). */
@@ -81,9 +84,11 @@ struct sweep {
 
 static struct {
   struct sweep *current;
-  uint64_t jm_request_ms; /* the JobManager's last request (monotonic) */
-  uint64_t first_since;   /* a new incarnation's first pass waits since then; 0: none waits */
-  bool walked;            /* the last walk read every tree whole, with basis */
+  uint64_t jm_request_ms;      /* the JobManager's last request (monotonic) */
+  uint32_t burst[BURST_SLOTS]; /* its requests per slot, the last SWEEP_QUIET_MS */
+  uint64_t burst_slot;         /* the slot of jm_request_ms */
+  uint64_t first_since;        /* a new incarnation's first pass waits since then; 0: none waits */
+  bool walked;                 /* the last walk read every tree whole, with basis */
   struct basis walked_basis;
   struct item *frontier; /* what a capped walk left, for the next pass */
   size_t nfrontier;
@@ -96,6 +101,30 @@ static uint64_t now_ms(void) {
 
 bool zkw_sweep_holding(const struct zkw_identity *id) {
   return sweeper.current && sweeper.current->id == id && sweeper.current->batch.deleting;
+}
+
+/* Its requests in the last SWEEP_QUIET_MS (slot: now's). */
+static uint32_t recent_requests(uint64_t slot) {
+  uint32_t n = 0;
+  for (uint64_t k = slot >= BURST_SLOTS - 1 ? slot - (BURST_SLOTS - 1) : 0; k <= slot; k++)
+    if (k <= sweeper.burst_slot && sweeper.burst_slot - k < BURST_SLOTS) n += sweeper.burst[k % BURST_SLOTS];
+  return n;
+}
+
+static void count_request(uint64_t now) {
+  uint64_t slot = now / BURST_SLOT_MS;
+  for (uint64_t k = sweeper.burst_slot + 1; k <= slot && k <= sweeper.burst_slot + BURST_SLOTS; k++)
+    sweeper.burst[k % BURST_SLOTS] = 0;
+  if (slot > sweeper.burst_slot) sweeper.burst_slot = slot;
+  sweeper.burst[slot % BURST_SLOTS]++;
+  sweeper.jm_request_ms = now;
+}
+
+static void learn(struct zkw_identity *id, int32_t type, int32_t flags, struct zkw_bytes path) {
+  if ((type == ZKW_OP_CREATE || type == ZKW_OP_CREATE2) &&
+      (flags == ZKW_CREATE_EPHEMERAL || flags == ZKW_CREATE_EPHEMERAL_SEQUENTIAL) &&
+      zkw_under_lock_roots(&id->srv->cfg->lock_roots, path))
+    zkw_registry_learn_tree(id, path);
 }
 
 static void sweep_wait_cb(uv_timer_t *t);
@@ -349,11 +378,11 @@ static void pass_end(struct zkw_sweep_batch *b) {
                  identity, sw->visited, b->deleted - b->zombies_deleted);
   else
     zkw_log_info(
-        "identity %s: sweep %s done: %zu node(s) read in %.2f s (own trees %s), %d stale lock(s) and "
+        "identity %s: sweep done (%s): %zu node(s) read in %.2f s (own trees %s), %d stale lock(s) and "
         "%d zombie(s) deleted",
         identity,
-        sw->changes     ? "of what changed"
-        : sw->continued ? "(going on)"
+        sw->changes     ? "what changed"
+        : sw->continued ? "the walk went on"
                         : "walk",
         sw->visited, (double)(now_ms() - sw->t0_ms) / 1000.0, trees, b->deleted - b->zombies_deleted,
         b->zombies_deleted);
@@ -429,10 +458,9 @@ static void sweep_start(struct zkw_identity *id) {
   }
   /* A new incarnation's first pass waits for its recovery burst to end. */
   if (sweeper.first_since) {
-    uint64_t quiet =
-        now - (sweeper.jm_request_ms > sweeper.first_since ? sweeper.jm_request_ms : sweeper.first_since);
-    if (quiet < SWEEP_QUIET_MS && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS)
-      return schedule(id, SWEEP_QUIET_MS - quiet);
+    bool burst =
+        now - sweeper.first_since < SWEEP_QUIET_MS || recent_requests(now / BURST_SLOT_MS) > SWEEP_QUIET_MAX;
+    if (burst && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS) return schedule(id, BURST_SLOT_MS);
     sweeper.first_since = 0;
   }
   struct sweep *sw = zkw_calloc(1, sizeof *sw);
@@ -480,17 +508,10 @@ void zkw_sweep_soon(struct zkw_identity *id) {
 
 /* ---- the JobManager's requests ---- */
 
-static void learn(struct zkw_identity *id, int32_t type, int32_t flags, struct zkw_bytes path) {
-  if ((type == ZKW_OP_CREATE || type == ZKW_OP_CREATE2) &&
-      (flags == ZKW_CREATE_EPHEMERAL || flags == ZKW_CREATE_EPHEMERAL_SEQUENTIAL) &&
-      zkw_under_lock_roots(&id->srv->cfg->lock_roots, path))
-    zkw_registry_learn_tree(id, path);
-}
-
 void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *req) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled) return;
-  sweeper.jm_request_ms = now_ms();
+  count_request(now_ms());
   zkw_sweepwatch_on_request(s, req);
   if (req->type != ZKW_OP_MULTI) return learn(id, req->type, req->op.flags, req->op.path);
   struct zkw_multi_iter it = zkw_multi_iter(req->op.ops);
