@@ -83,6 +83,9 @@ struct zkw_hostport {
   X(sweep_max_nodes, "ZKWARDEN_SWEEP_MAX_NODES", "200000", uint, 100, 100000000,                             \
     "nodes one sweep pass reads at most; a pass that reaches it says so and the next pass goes on from "     \
     "there")                                                                                                 \
+  X(sweep_watch, "ZKWARDEN_SWEEP_WATCH", "on", onoff, 0, 0,                                                  \
+    "on: a periodic sweep reads only what changed since the last pass, told by a persistent recursive "      \
+    "watch on the own trees (ZooKeeper 3.6+; older servers: walks); off: every pass walks them")             \
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
   X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")                             \
   X(log_file, "ZKWARDEN_LOG_FILE", "", log_file, 0, 0,                                                       \
@@ -103,6 +106,7 @@ struct zkw_config {
   bool upstream_tls;
   bool session_move;
   bool zombie_move;
+  bool sweep_watch;
   const char *tls_ca_file; /* "" when unset, like the other paths */
   const char *tls_cert_file;
   const char *tls_key_file;

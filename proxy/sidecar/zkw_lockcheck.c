@@ -23,6 +23,7 @@ const char *zkw_lockcheck_why_not(const struct zkw_lock_check *c, int64_t asking
 void zkw_lockcheck_fill(struct zkw_lock_check *c, const struct zkw_zk_result *r) {
   c->version = r->stat.version;
   c->czxid = r->stat.czxid;
+  c->ctime = r->stat.ctime;
   c->owner = r->stat.ephemeralOwner;
   struct zkw_bytes data = {(const uint8_t *)r->data, r->data ? r->data_len : -1};
   c->tagged = zkw_tag_parse(data, &c->tag) == 0;
@@ -98,6 +99,8 @@ void zkw_lockcheck_would_delete(struct zkw_identity *id, enum zkw_history_kind k
 
 /* ------------------------------------------------------------- zombies */
 
+#define ZOMBIE_CTIME_SLACK_MS 2000
+
 static int64_t reported[ZKW_LOCKCHECK_REPORTED];
 static unsigned reported_next;
 
@@ -113,6 +116,13 @@ bool zkw_lockcheck_zombie(const struct zkw_identity *id, struct zkw_lock_check *
   const char *why;
   const struct zkw_dead_session *d =
       c->owner ? zkw_identity_proven_dead(id, c->owner, asking_session, &why) : NULL;
+  /* A node its owner created after it was seen ending: the owner was alive
+   * then, and the dead list is wrong about it (a clock skew of up to
+   * ZOMBIE_CTIME_SLACK_MS is allowed for). */
+  if (d && c->ctime > 0 && (uint64_t)c->ctime > d->ended_ms + ZOMBIE_CTIME_SLACK_MS) {
+    d = NULL;
+    why = "created after its owner session was listed dead: alive then";
+  }
   if (d) {
     c->zombie = true;
     c->dead = *d;

@@ -18,6 +18,7 @@ struct zkw_lock_check {
   char *path;
   int version;
   int64_t czxid;
+  int64_t ctime; /* ms since the epoch, the server's clock */
   int64_t owner;
   struct zkw_tag tag;
   bool tagged;

@@ -45,7 +45,7 @@
 #define BURST_SLOTS         (SWEEP_QUIET_MS / BURST_SLOT_MS)
 #define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
 #define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
-#define SWEEP_CONTINUE_MS   5000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
+#define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
 
 /* A node to read: getData (a lock, or a node the watch kept) or
  * getChildren2 (a node to list). */
@@ -88,6 +88,7 @@ static struct {
   uint32_t burst[BURST_SLOTS]; /* its requests per slot, the last SWEEP_QUIET_MS */
   uint64_t burst_slot;         /* the slot of jm_request_ms */
   uint64_t first_since;        /* a new incarnation's first pass waits since then; 0: none waits */
+  bool began;                  /* a pass was asked for in this process */
   bool walked;                 /* the last walk read every tree whole, with basis */
   struct basis walked_basis;
   struct item *frontier; /* what a capped walk left, for the next pass */
@@ -326,8 +327,8 @@ static void report_capped(struct sweep *sw) {
   const char *next = sw->n ? sw->stack[sw->n - 1].path : "";
   ZKW_METRIC_INC(sweep_incomplete);
   zkw_log_warn("identity %s: sweep pass stopped at ZKWARDEN_SWEEP_MAX_NODES (%zu node(s) read); %zu path(s) "
-               "left, from %s: the next pass goes on from there in %d s",
-               identity, sw->visited, sw->n, next, SWEEP_CONTINUE_MS / 1000);
+               "left, from %s: the next pass goes on from there in %.1f s",
+               identity, sw->visited, sw->n, next, SWEEP_CONTINUE_MS / 1000.0);
   char why[ZKW_HISTORY_TEXT_MAX];
   snprintf(why, sizeof why,
            "stopped at %zu node(s) read (ZKWARDEN_SWEEP_MAX_NODES); %zu path(s) left for the next pass",
@@ -498,6 +499,7 @@ static void sweep_wait_cb(uv_timer_t *t) {
 }
 
 void zkw_sweep_soon(struct zkw_identity *id) {
+  sweeper.began = true;
   sweeper.first_since = now_ms();
   if (id->sweeping) {
     id->sweep_again = true; /* a new incarnation: look again once this pass ends */
@@ -513,6 +515,9 @@ void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *re
   if (!id || id->disabled) return;
   count_request(now_ms());
   zkw_sweepwatch_on_request(s, req);
+  /* A current incarnation re-attached through this sidecar (restarted):
+   * its passes begin with its first request here. */
+  if (!sweeper.began) zkw_sweep_soon(id);
   if (req->type != ZKW_OP_MULTI) return learn(id, req->type, req->op.flags, req->op.path);
   struct zkw_multi_iter it = zkw_multi_iter(req->op.ops);
   struct zkw_op_req op;

@@ -193,7 +193,7 @@ static void armed_cb(void *arg, const struct zkw_zk_result *r) {
 }
 
 bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_scope *trees) {
-  if (!supported(s)) {
+  if (!s->srv->cfg->sweep_watch || !supported(s)) {
     drop();
     return false;
   }
