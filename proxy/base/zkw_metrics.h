@@ -212,8 +212,9 @@ struct zkw_histogram {
   X(stale_locks_swept, COUNTER, NONE, "zkwarden_stale_locks_swept_total",                                    \
     "Stale locks of this identity deleted by a sweep.")                                                      \
   X(zombie_ephemerals, COUNTER, NONE, "zkwarden_zombie_ephemerals_total",                                    \
-    "Zombies found under the lock roots: ephemerals whose owner session a sidecar saw end (this "            \
-    "identity's deleted, another's reported); each is logged at warn and shown in /v1/reclaims.")            \
+    "Zombies found in the own trees: ephemerals whose owner, a session of this identity, is proven dead "    \
+    "(deleted, or reported when one server alone serves it); each is logged at warn and shown in "           \
+    "/v1/reclaims.")                                                                                         \
   X(reclaim_failures, COUNTER, RFAIL, "zkwarden_reclaim_failures_total",                                     \
     "Reclaim and sweep steps (reads, deletes) that could not do their work, by reason; each is logged at "   \
     "warn and shown in /v1/reclaims.")                                                                       \
