@@ -99,7 +99,7 @@ void zkw_lockcheck_would_delete(struct zkw_identity *id, enum zkw_history_kind k
 
 /* ------------------------------------------------------------- zombies */
 
-#define ZOMBIE_CTIME_SLACK_MS 2000
+#define ZOMBIE_CTIME_SLACK_MS 10000
 
 static int64_t reported[ZKW_LOCKCHECK_REPORTED];
 static unsigned reported_next;

@@ -285,6 +285,13 @@ static void age_dead(struct zkw_identity *id) {
   if (zkw_record_age_dead(&id->dead, epoch_ms(), ZKW_DEAD_SESSION_MAX_AGE_MS) > 0) id->dead_dirty = true;
 }
 
+/* zkwarden_own_trees: the learned trees with ZKWARDEN_SWEEP_TREES. */
+static void count_own_trees(const struct zkw_identity *id) {
+  struct zkw_scope all;
+  zkw_identity_own_trees(id, &all);
+  ZKW_METRIC_SET(own_trees, (int64_t)all.count);
+}
+
 /* The record's trees join the learned ones: each must lie below a lock
  * root (a record anyone may write names no other cluster's tree here). */
 static void merge_trees(struct zkw_identity *id, const struct zkw_scope *trees) {
@@ -301,7 +308,7 @@ static void merge_trees(struct zkw_identity *id, const struct zkw_scope *trees) 
       in = strcmp(trees->tree[k], id->scope.tree[i]) == 0;
     if (!in) id->scope_dirty = true;
   }
-  ZKW_METRIC_SET(own_trees, (int64_t)id->scope.count);
+  count_own_trees(id);
 }
 
 static void record_loaded(void *arg, const struct zkw_zk_result *r) {
@@ -592,7 +599,7 @@ void zkw_registry_learn_tree(struct zkw_identity *id, struct zkw_bytes path) {
     zkw_scope_format(&id->scope, trees, sizeof trees);
     zkw_log_info("identity %s: own trees (read by the sweep and the lock report): %s", zkw_identity_name(id),
                  trees);
-    ZKW_METRIC_SET(own_trees, (int64_t)id->scope.count);
+    count_own_trees(id);
     id->scope_dirty = true;
     zkw_registry_flush_dead(id);
   } else if (c == ZKW_SCOPE_FULL && !id->scope_full_logged) {

@@ -281,11 +281,12 @@ static void node_listed(void *arg, const struct zkw_zk_result *r) {
 /* Sends reads while the JobManager lets it; when there is nothing left (or
  * the bound is reached), the walk is over. */
 static void pump(struct sweep *sw) {
+  if (sw->s->phase == ZKW_PHASE_CLOSING) sw->batch.lost = true; /* nothing more can be read with it */
   if (sw->id->stopping || sw->batch.lost) {
     if (sw->inflight == 0) walk_done(sw);
     return;
   }
-  uint64_t now = uv_now(sw->id->srv->loop);
+  uint64_t now = now_ms();
   while (sw->n > 0 && sw->inflight < window(sw, now)) {
     if (sw->visited >= sw->id->srv->cfg->sweep_max_nodes) {
       sw->capped = true;

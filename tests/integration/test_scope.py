@@ -137,6 +137,7 @@ def test_own_tree_past_other_clusters_is_swept_and_nothing_else_read(crowded_zk,
                            cluster + "/leader/latch"] + locks, stdout=subprocess.PIPE)
     try:
         info = json.loads(op.stdout.readline())
+        born = int(time.time() * 1000)  # its nodes were made before this (a zombie's ctime)
     finally:
         op.kill()
         op.wait(10)
@@ -148,7 +149,7 @@ def test_own_tree_past_other_clusters_is_swept_and_nothing_else_read(crowded_zk,
     # The ensemble keeps some of them (zombies): the latch and two locks.
     zombies = [info["latch"], locks[0], locks[57]]
     for p in zombies:
-        zk.zombie(p, info["session"], b"" if p == info["latch"] else b"127.0.0.1")
+        zk.zombie(p, info["session"], b"" if p == info["latch"] else b"127.0.0.1", born)
     # A stale lock of incarnation 1 on a live session the fence never saw.
     ghost = kazoo_factory(zk.hostport)
     stale = "%s/%s" % (checkpoint_locks(cluster, 3, 5), uuid.uuid4())

@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -80,8 +81,10 @@ class ZombieZk(ZkServer):
         rest = wait_until(answered, timeout, what="the harness to answer %r" % line)
         assert rest.startswith("ok "), "harness: %s -> %s" % (line, rest)
 
-    def zombie(self, path, owner, data):
-        self.command("zombie %s %x %s" % (path, owner, "-" if data is None else data.hex() or "~"))
+    def zombie(self, path, owner, data, ctime_ms=None):
+        """A node owned by the session `owner` (created at ctime_ms: now if None)."""
+        self.command("zombie %s %x %s%s" % (path, owner, "-" if data is None else data.hex() or "~",
+                                            "" if ctime_ms is None else " %d" % ctime_ms))
 
     def stop(self):
         if self.proc is not None and self.proc.stdin:
@@ -148,7 +151,7 @@ def walk(client, root):
 
 
 def ephemerals_of(client, root, session):
-    """{path: data} of the nodes under root owned by session."""
+    """{path: (data, ctime)} of the nodes under root owned by session."""
     out = {}
     for p in walk(client, root):
         try:
@@ -156,7 +159,7 @@ def ephemerals_of(client, root, session):
         except Exception:
             continue
         if st.ephemeralOwner == session:
-            out[p] = data
+            out[p] = (data, st.ctime)
     return out
 
 
@@ -165,7 +168,7 @@ def restore_as_zombies(zk, client, nodes, owner):
     (a parent the session's end emptied is re-created as a plain node)."""
     for p in sorted(nodes, key=lambda p: (p.count("/"), p)):
         client.ensure_path(p.rsplit("/", 1)[0])
-        zk.zombie(p, owner, nodes[p])
+        zk.zombie(p, owner, *nodes[p])  # as it was: its data and when it was created
         st = client.exists(p)
         assert st is not None and st.ephemeralOwner == owner, (p, st)
 
@@ -194,7 +197,7 @@ def running(jm, added=11):
 
 def first_run(classpath, connect, layout, cluster, tmp_path, client):
     """JobManager #0 runs and adds checkpoints, and is killed -9. Returns
-    its session and {path: data} of its ephemerals as they were."""
+    its session and {path: (data, ctime)} of its ephemerals as they were."""
     jm = FlinkJm(classpath, jm_args(connect, layout, cluster), tmp_path, 0)
     try:
         st = wait_until(lambda: running(jm), 90, interval=0.05, what="JobManager #0 to add 11 checkpoints")
@@ -411,6 +414,7 @@ def test_zombie_on_one_follower_only(move, tmp_path, java_classes, zkwarden_fact
         p0 = jm()  # connection 1: the harness
         try:
             info = json.loads(p0.stdout.readline())
+            born = int(time.time() * 1000)  # its nodes were made before this (a zombie's ctime)
         finally:
             p0.kill()
             p0.wait(10)
@@ -418,7 +422,7 @@ def test_zombie_on_one_follower_only(move, tmp_path, java_classes, zkwarden_fact
         on_follower = kazoo_factory(harness.hostport)
         elsewhere = kazoo_factory(ens.servers[1].hostport)
         wait_until(lambda: on_follower.exists(info["latch"]) is None, 10, what="the fenced latch to go")
-        harness.zombie(info["latch"], info["session"], b"")
+        harness.zombie(info["latch"], info["session"], b"", born)
 
         # Direct: the follower serves it, the quorum does not know it.
         assert on_follower.exists(info["latch"]).ephemeralOwner == info["session"]
@@ -476,6 +480,7 @@ def test_zombie_lock_reclaimed_at_delete(layout, zombie_zk, zkwarden_factory, ka
                            str(SESSION_MS), base + "/leader/latch"], stdout=subprocess.PIPE)
     try:
         info = json.loads(p0.stdout.readline())
+        born = int(time.time() * 1000)  # its nodes were made before this (a zombie's ctime)
     finally:
         p0.kill()
         p0.wait(10)
@@ -493,7 +498,7 @@ def test_zombie_lock_reclaimed_at_delete(layout, zombie_zk, zkwarden_factory, ka
         return log.rfind("sweep done") > log.find("incarnation 2 begins") > 0
     wait_until(swept, 20, what="the new incarnation's sweep")
     zombie = "%s/%s" % (locks, uuid.uuid4())
-    zombie_zk.zombie(zombie, info["session"], b"127.0.0.1")
+    zombie_zk.zombie(zombie, info["session"], b"127.0.0.1", born)  # as if made before its session ended
 
     jm.delete(own)
     direct = kazoo_factory(zombie_zk.hostport)
