@@ -322,7 +322,8 @@ static void walk_begin(void) {
   if (zkw_locks_walk_start(walks.zk, all ? &cfg->lock_roots : &own, all, cfg->registry_root, 0, walk_done,
                            NULL, &walks.walk) != 0) {
     walks.walk = NULL;
-    return walk_answer_all(all, NULL, "the lock walk's session refused the reads");
+    walk_answer_all(false, NULL, "the lock walk's session refused the reads");
+    return walk_answer_all(true, NULL, "the lock walk's session refused the reads");
   }
   ZKW_METRIC_INC(lock_walks);
 }

@@ -502,9 +502,11 @@ static void write_next(struct zkw_identity *id) {
 /* Copies the identity's dead list and own trees into a record about to be
  * written. Returns true if the record's dead list changed. */
 static bool with_extras(const struct zkw_identity *id, struct zkw_record *rec) {
-  bool changed =
-      rec->ndead != id->dead.ndead || memcmp(rec->dead_sessions, id->dead.dead_sessions,
-                                             (size_t)id->dead.ndead * sizeof id->dead.dead_sessions[0]) != 0;
+  bool changed = rec->ndead != id->dead.ndead;
+  for (int i = 0; i < id->dead.ndead && !changed; i++) { /* what the record keeps of each */
+    const struct zkw_dead_session *a = &rec->dead_sessions[i], *b = &id->dead.dead_sessions[i];
+    changed = a->session != b->session || a->incarnation != b->incarnation || a->ended_ms != b->ended_ms;
+  }
   rec->ndead = id->dead.ndead;
   memcpy(rec->dead_sessions, id->dead.dead_sessions, sizeof rec->dead_sessions);
   rec->trees = id->scope;

@@ -25,24 +25,19 @@ zk_packets_received) is the measure of what the sweep costs the ensemble.
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from kazoo.exceptions import NotEmptyError
 
 from checkpoints import forged_tag
-from test_zombies import ZombieZk
+from test_zombies import ZombieZk, crashed_jm
 from zkharness import ZkServer, four_letter, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
 FOREIGN_N = int(os.environ.get("ZKW_SCOPE_FOREIGN_N", "200000"))
-SESSION_MS = 4000
-JM_PROC = Path(__file__).resolve().parent / "jm_proc.py"
 
 
 def packets(zk):
@@ -133,14 +128,7 @@ def test_own_tree_past_other_clusters_is_swept_and_nothing_else_read(crowded_zk,
 
     # JobManager #0 (its own process) locks every checkpoint, and is killed -9;
     # its sidecar fences the orphan: the session zkwarden saw end.
-    op = subprocess.Popen([sys.executable, str(JM_PROC), proxy.hostport, str(SESSION_MS),
-                           cluster + "/leader/latch"] + locks, stdout=subprocess.PIPE)
-    try:
-        info = json.loads(op.stdout.readline())
-        born = int(time.time() * 1000)  # its nodes were made before this (a zombie's ctime)
-    finally:
-        op.kill()
-        op.wait(10)
+    info, born = crashed_jm(proxy.hostport, cluster + "/leader/latch", *locks)
     wait_until(lambda: proxy.metric("zkwarden_orphans_fenced_total") == 1, 20, what="the orphan fence")
     wait_until(lambda: client.exists(info["latch"]) is None, 10, what="the fenced session's latch to go")
     record = client.get("/zkwarden/identities/" + me)[0]

@@ -137,6 +137,19 @@ class FlinkJm:
         self.proc.wait(10)
 
 
+def crashed_jm(hostport, latch_dir, *locks):
+    """A JobManager in its own process (jm_proc.py) makes its latch and locks
+    and is killed -9. Returns its JSON line and when its nodes had been made
+    (epoch ms: the ctime of the zombies they become)."""
+    p = subprocess.Popen([sys.executable, str(Path(__file__).parent / "jm_proc.py"), hostport, str(SESSION_MS),
+                          latch_dir] + list(locks), stdout=subprocess.PIPE)
+    try:
+        return json.loads(p.stdout.readline()), int(time.time() * 1000)
+    finally:
+        p.kill()
+        p.wait(10)
+
+
 def walk(client, root):
     """Every node under root (root included)."""
     out, todo = [], [root]
@@ -279,13 +292,7 @@ def test_zombies_through_zkwarden(layout, zombie_zk, zkwarden_factory, kazoo_fac
     other = me + "-other"
     other_proxy = zkwarden_factory.start(zombie_zk, extra_env=dict(env, ZKWARDEN_IDENTITY=other))
     other_latch_dir = "/flink/zombies-other-%s/leader/latch" % uuid.uuid4().hex[:8]
-    op = subprocess.Popen([sys.executable, str(Path(__file__).parent / "jm_proc.py"), other_proxy.hostport,
-                           str(SESSION_MS), other_latch_dir], stdout=subprocess.PIPE)
-    try:
-        info = json.loads(op.stdout.readline())
-    finally:
-        op.kill()
-        op.wait(10)
+    info, _ = crashed_jm(other_proxy.hostport, other_latch_dir)
     wait_until(lambda: other_proxy.metric("zkwarden_orphans_fenced_total") == 1, 20,
                what="the other identity's orphan fence")
     other_session = info["session"]
@@ -411,13 +418,7 @@ def test_zombie_on_one_follower_only(move, tmp_path, java_classes, zkwarden_fact
         def jm():
             return subprocess.Popen([sys.executable, str(Path(__file__).parent / "jm_proc.py"), proxy.hostport,
                                      str(SESSION_MS), latch_dir], stdout=subprocess.PIPE)
-        p0 = jm()  # connection 1: the harness
-        try:
-            info = json.loads(p0.stdout.readline())
-            born = int(time.time() * 1000)  # its nodes were made before this (a zombie's ctime)
-        finally:
-            p0.kill()
-            p0.wait(10)
+        info, born = crashed_jm(proxy.hostport, latch_dir)  # connection 1: the harness
         wait_until(lambda: proxy.metric("zkwarden_orphans_fenced_total") == 1, 20, what="the orphan fence")
         on_follower = kazoo_factory(harness.hostport)
         elsewhere = kazoo_factory(ens.servers[1].hostport)
@@ -476,14 +477,7 @@ def test_zombie_lock_reclaimed_at_delete(layout, zombie_zk, zkwarden_factory, ka
         "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": me, "ZKWARDEN_SWEEP_INTERVAL_S": "0",
         "ZKWARDEN_ORPHAN_GRACE_MS": str(ORPHAN_GRACE_MS)})
     base = "/flink/zombie-reclaim-%s" % uuid.uuid4().hex[:8]
-    p0 = subprocess.Popen([sys.executable, str(Path(__file__).parent / "jm_proc.py"), proxy.hostport,
-                           str(SESSION_MS), base + "/leader/latch"], stdout=subprocess.PIPE)
-    try:
-        info = json.loads(p0.stdout.readline())
-        born = int(time.time() * 1000)  # its nodes were made before this (a zombie's ctime)
-    finally:
-        p0.kill()
-        p0.wait(10)
+    info, born = crashed_jm(proxy.hostport, base + "/leader/latch")
     wait_until(lambda: proxy.metric("zkwarden_orphans_fenced_total") == 1, 20, what="the orphan fence")
 
     jm = kazoo_factory(proxy.hostport)  # the restarted JobManager
