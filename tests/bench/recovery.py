@@ -127,7 +127,8 @@ def one_size(a, classpath, binary, foreign, outdir):
     d = outdir / ("foreign-%d" % foreign)
     d.mkdir()
     zk = bench.Zk(d).start()
-    jm_args = ["--jobs=%d" % a.jobs, "--retained=%d" % a.retained, "--session-timeout-ms=60000"]
+    jm_args = ["--jobs=%d" % a.jobs, "--retained=%d" % a.retained, "--session-timeout-ms=60000",
+               "--io-threads=%d" % a.io_threads]
     res = {"foreign": foreign, "direct_ms": [], "relay_ms": [], "sidecar_ms": [], "sweeps": []}
     try:
         if foreign:
@@ -203,7 +204,8 @@ def one_size(a, classpath, binary, foreign, outdir):
 
 
 def summary(a, results, meta):
-    out = ["# Recovery of a session cluster: %d jobs x %d checkpoints" % (a.jobs, a.retained), "",
+    out = ["# Recovery of a session cluster: %d jobs x %d checkpoints, %d recovery threads"
+           % (a.jobs, a.retained, a.io_threads), "",
            "%s; %s; load average %s at the start" % (meta["date"], meta["machine"], meta["load_start"]), "",
            "| other clusters' nodes | direct, clean (median of %d) | sidecar after a crash | ratio | relay mode, "
            "clean: ratio | sweep: nodes read / server packets / ended after the recovery | periodic pass: server "
@@ -230,6 +232,8 @@ def main():
     p.add_argument("--foreign", default="0,100000,1000000",
                    help="nodes of other clusters, comma-separated: one ZooKeeper per value")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--io-threads", type=int, default=16,
+                   help="the JobManager's recovery threads (Flink's cluster.io-pool.size)")
     p.add_argument("--interval", type=int, default=20, help="ZKWARDEN_SWEEP_INTERVAL_S of the sidecar")
     p.add_argument("--out", help="results directory (default: tests/bench/results/recovery-<timestamp>)")
     a = p.parse_args()
