@@ -288,3 +288,40 @@ def test_record_listing_the_current_or_a_live_session_as_dead(private_zk, zkward
     assert proxy.metric("zkwarden_zombies_unproven_total") == 2  # the live session's two nodes, once each
     log = proxy.stderr()[mark:]
     assert log.count("which anyone may write (ZKWARDEN_REGISTRY_AUTH unset)): not deleted") == 2, log
+
+
+@pytest.mark.parametrize("kind", ["direct", "zkwarden"])
+def test_nothing_waits_for_the_sweep(kind, private_zk, zkwarden_factory, kazoo_factory):
+    """A recovering JobManager is busy, so the new incarnation's first pass
+    waits (up to 30 s) for its burst to end; meanwhile it subsumes a
+    checkpoint whose stale lock (an earlier incarnation's, left by the
+    ensemble) is in the way. Direct the delete fails with NOTEMPTY; through
+    the sidecar reclaim at delete removes the stale lock and the delete goes
+    through, before any sweep pass ran."""
+    client = kazoo_factory(private_zk.hostport)
+    me = "busy-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    cluster = "/flink/n-%s" % uuid.uuid4().hex[:8]
+    make_jobs(client, cluster, 1, 3)
+    ghost = kazoo_factory(private_zk.hostport)
+    stale = "%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4())
+    ghost.create(stale, forged_tag(me, 0, session=ghost.client_id[0]), ephemeral=True)
+    proxy = sidecar(zkwarden_factory, private_zk, me) if kind == "zkwarden" else None
+    jm = kazoo_factory(proxy.hostport if proxy else private_zk.hostport)
+    jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+              makepath=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.5:  # recovering: some 500 requests a second, more than the sweep waits out
+        jm.exists(cluster)
+        time.sleep(0.002)
+    mine = "%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4())
+    jm.create(mine, b"127.0.0.1", ephemeral=True)
+    jm.delete(mine)
+    if kind == "direct":
+        with pytest.raises(NotEmptyError):
+            jm.delete(checkpoint_locks(cluster, 0, 1))
+        return
+    assert sweeps(proxy) == 0, "a sweep pass ran during the burst"
+    jm.delete(checkpoint_locks(cluster, 0, 1))
+    assert client.exists(stale) is None
+    assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
+    assert sweeps(proxy) == 0
