@@ -13,7 +13,8 @@ static struct zkw_bytes B(const char *s) {
   return (struct zkw_bytes){(const uint8_t *)s, (int32_t)strlen(s)};
 }
 
-static struct zkw_lock_roots roots_of(const char *list) {
+static struct zkw_lock_roots
+roots_of(const char *list) {
   struct zkw_lock_roots r;
   char why[160];
   if (zkw_lock_roots_parse(&r, list, why, sizeof why) != 0) r.count = 0;
@@ -24,11 +25,13 @@ static void test_a_flink_cluster_is_one_tree(void) {
   struct zkw_lock_roots roots = roots_of("/flink");
   struct zkw_scope sc = {0};
   /* The latch alone: its parent. */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/leader/latch/_c_x-latch-0000000001")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/leader/latch/_c_x-latch-0000000001")),
+            ZKW_SCOPE_CHANGED);
   ASSERT_EQ(sc.count, 1);
   ASSERT_STREQ(sc.tree[0], "/flink/c1/leader/latch");
   /* A leader node and a lock: the cluster's tree, and nothing above it. */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/leader/dispatcher/connection_info")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/leader/dispatcher/connection_info")),
+            ZKW_SCOPE_CHANGED);
   ASSERT_STREQ(sc.tree[0], "/flink/c1/leader");
   ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/jobs/j/checkpoints/0000000000000000001/locks/u")),
             ZKW_SCOPE_CHANGED);
@@ -39,12 +42,14 @@ static void test_a_flink_cluster_is_one_tree(void) {
   /* A prefix of a name is not an ancestor. */
   ASSERT_TRUE(!zkw_scope_covers(&sc, "/flink/c10", 10));
   /* Another cluster under the same root: a tree of its own, never /flink. */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c2/leader/latch/_c_y-latch-0000000001")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c2/leader/latch/_c_y-latch-0000000001")),
+            ZKW_SCOPE_CHANGED);
   ASSERT_EQ(sc.count, 2);
   ASSERT_TRUE(!zkw_scope_covers(&sc, "/flink", 6));
   /* A nested path.root: the cluster below it, not its siblings. */
   struct zkw_scope nested = {0};
-  ASSERT_EQ(zkw_scope_learn(&nested, &roots, B("/flink/prod/c7/leader/latch/_c_z-latch-1")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_scope_learn(&nested, &roots, B("/flink/prod/c7/leader/latch/_c_z-latch-1")),
+            ZKW_SCOPE_CHANGED);
   ASSERT_EQ(zkw_scope_learn(&nested, &roots, B("/flink/prod/c7/jobs/j/locks/u")), ZKW_SCOPE_CHANGED);
   ASSERT_STREQ(nested.tree[0], "/flink/prod/c7");
 }
@@ -116,8 +121,9 @@ static void test_record_keeps_the_trees(void) {
   }
   ASSERT_TRUE(zkw_record_format(&back, text, sizeof text) > 0);
   /* Lines it cannot take are ignored, not a corrupt record. */
-  const char *odd = "zkwarden-registry 1\nincarnation=2\nsession=0x10\npasswd=000102030405060708090a0b0c0d0e0f\n"
-                    "timeout=20000\ninstance=x\ntree=relative\ntree=/t/\ntree=/ok\ndead=1\n";
+  const char *odd =
+      "zkwarden-registry 1\nincarnation=2\nsession=0x10\npasswd=000102030405060708090a0b0c0d0e0f\n"
+      "timeout=20000\ninstance=x\ntree=relative\ntree=/t/\ntree=/ok\ndead=1\n";
   ASSERT_EQ(zkw_record_parse(odd, (int)strlen(odd), &back), 0);
   ASSERT_EQ(back.trees.count, 1);
   ASSERT_STREQ(back.trees.tree[0], "/ok");
