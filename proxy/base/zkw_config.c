@@ -284,6 +284,29 @@ static int parse_lock_roots(struct zkw_config *cfg, const char *val, long long l
   return zkw_lock_roots_parse(&cfg->lock_roots, val, why, whylen);
 }
 
+/* Empty, or lock-root-like paths each strictly below one of the lock roots
+ * (parsed before it in the list). */
+static int parse_sweep_trees(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                             size_t whylen) {
+  (void)lo, (void)hi;
+  cfg->sweep_trees.count = 0;
+  if (!*val) return 0;
+  if (zkw_lock_roots_parse(&cfg->sweep_trees, val, why, whylen) != 0) return -1;
+  for (int i = 0; i < cfg->sweep_trees.count; i++) {
+    const char *t = cfg->sweep_trees.root[i];
+    bool below = false;
+    for (int r = 0; r < cfg->lock_roots.count && !below; r++) {
+      size_t rl = strlen(cfg->lock_roots.root[r]);
+      below = strlen(t) > rl && (rl == 1 || (memcmp(t, cfg->lock_roots.root[r], rl) == 0 && t[rl] == '/'));
+    }
+    if (!below) {
+      snprintf(why, whylen, "empty, or paths each below one of ZKWARDEN_LOCK_ROOTS (%s is not)", t);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int parse_onoff(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                        size_t whylen) {
   (void)cfg, (void)lo, (void)hi;
@@ -359,6 +382,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_SECRET_auth         1
 #define ZKW_SECRET_auth_file    0
 #define ZKW_SECRET_lock_roots   0
+#define ZKW_SECRET_sweep_trees  0
 #define ZKW_SECRET_onoff        0
 #define ZKW_SECRET_pem_file     0
 #define ZKW_SECRET_key_file     0
@@ -379,6 +403,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_STORE_auth(field, val)
 #define ZKW_STORE_auth_file(field, val)
 #define ZKW_STORE_lock_roots(field, val)
+#define ZKW_STORE_sweep_trees(field, val)
 #define ZKW_STORE_onoff(field, val)    cfg->field = strcmp((val), "on") == 0;
 #define ZKW_STORE_pem_file(field, val) cfg->field = (val);
 #define ZKW_STORE_key_file(field, val) cfg->field = (val);
@@ -429,6 +454,7 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 #define ZKW_SHOW_auth(field)         (*cfg->raw_##field ? "<set>" : "<unset>")
 #define ZKW_SHOW_auth_file(field)    cfg->raw_##field
 #define ZKW_SHOW_lock_roots(field)   cfg->raw_##field
+#define ZKW_SHOW_sweep_trees(field)  cfg->raw_##field
 #define ZKW_SHOW_onoff(field)        cfg->raw_##field
 #define ZKW_SHOW_pem_file(field)     cfg->raw_##field
 #define ZKW_SHOW_key_file(field)     cfg->raw_##field

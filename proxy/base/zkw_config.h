@@ -77,6 +77,15 @@ struct zkw_hostport {
     "server while its client stays connected (off: the client's connection is dropped, as direct)")          \
   X(zombie_move, "ZKWARDEN_ZOMBIE_MOVE", "off", onoff, 0, 0,                                                 \
     "on: after a zombie served by one server alone, later connections try that server last for 10 min")      \
+  X(sweep_trees, "ZKWARDEN_SWEEP_TREES", "", sweep_trees, 0, 0,                                              \
+    "comma list of this JobManager's own trees, each below a lock root (e.g. /flink/<cluster-id>): the "     \
+    "sweep and the lock report read them besides the trees learned from its creates; empty: learned only")   \
+  X(sweep_max_nodes, "ZKWARDEN_SWEEP_MAX_NODES", "200000", uint, 100, 100000000,                             \
+    "nodes one sweep pass reads at most; a pass that reaches it says so and the next pass goes on from "     \
+    "there")                                                                                                 \
+  X(sweep_watch, "ZKWARDEN_SWEEP_WATCH", "on", onoff, 0, 0,                                                  \
+    "on: a periodic sweep reads only what changed since the last pass, told by a persistent recursive "      \
+    "watch on the own trees (ZooKeeper 3.6+; older servers: walks); off: every pass walks them")             \
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
   X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")                             \
   X(log_file, "ZKWARDEN_LOG_FILE", "", log_file, 0, 0,                                                       \
@@ -97,6 +106,7 @@ struct zkw_config {
   bool upstream_tls;
   bool session_move;
   bool zombie_move;
+  bool sweep_watch;
   const char *tls_ca_file; /* "" when unset, like the other paths */
   const char *tls_cert_file;
   const char *tls_key_file;
@@ -108,6 +118,8 @@ struct zkw_config {
   char registry_root[256];
   char registry_auth[256]; /* secret: never printed or logged */
   struct zkw_lock_roots lock_roots;
+  struct zkw_lock_roots sweep_trees; /* count 0: none named */
+  uint32_t sweep_max_nodes;
   uint32_t fence_timeout_ms;
   uint32_t orphan_grace_ms;
   uint32_t sweep_interval_s;

@@ -78,7 +78,8 @@ enum zkw_reclaim_failure {
   X(FENCE, "fence")                                                                                          \
   X(ORPHAN_FENCE, "orphan_fence")                                                                            \
   X(ZOMBIE, "zombie")                                                                                        \
-  X(SESSION_MOVE, "session_move")
+  X(SESSION_MOVE, "session_move")                                                                            \
+  X(SWEEP_INCOMPLETE, "sweep_incomplete")
 
 /* How a session move ended (label outcome= of zkwarden_session_moves_total,
  * zkw_move.c). X(name, "outcome as shown") */
@@ -233,11 +234,31 @@ struct zkw_histogram {
   X(stale_locks_swept, COUNTER, NONE, "zkwarden_stale_locks_swept_total",                                    \
     "Stale locks of this identity deleted by a sweep.")                                                      \
   X(zombie_ephemerals, COUNTER, NONE, "zkwarden_zombie_ephemerals_total",                                    \
-    "Zombies found under the lock roots: ephemerals whose owner session a sidecar saw end (this "            \
-    "identity's deleted, another's reported); each is logged at warn and shown in /v1/reclaims.")            \
+    "Zombies found in the own trees: ephemerals whose owner, a session of this identity, is proven dead "    \
+    "(deleted, or reported when one server alone serves it); each is logged at warn and shown in "           \
+    "/v1/reclaims.")                                                                                         \
   X(reclaim_failures, COUNTER, RFAIL, "zkwarden_reclaim_failures_total",                                     \
     "Reclaim and sweep steps (reads, deletes) that could not do their work, by reason; each is logged at "   \
     "warn and shown in /v1/reclaims.")                                                                       \
+  X(sweep_full_passes, COUNTER, NONE, "zkwarden_sweep_full_passes_total",                                    \
+    "Sweep passes that walked this identity's own trees (after a new incarnation, when no watch tells what " \
+    "changed, or going on from an incomplete pass).")                                                        \
+  X(sweep_change_passes, COUNTER, NONE, "zkwarden_sweep_change_passes_total",                                \
+    "Periodic sweep passes that read only the nodes created in the own trees since the last pass (its "      \
+    "persistent recursive watch, ZooKeeper 3.6+).")                                                          \
+  X(sweep_reads, COUNTER, NONE, "zkwarden_sweep_reads_total",                                                \
+    "Reads the sweep sent to the ensemble, in-band on the JobManager's connection (one per node visited).")  \
+  X(sweep_last_reads, GAUGE, NONE, "zkwarden_sweep_last_pass_reads",                                         \
+    "Reads of the last sweep pass that ended.")                                                              \
+  X(sweep_incomplete, COUNTER, NONE, "zkwarden_sweep_incomplete_total",                                      \
+    "Sweep passes stopped at ZKWARDEN_SWEEP_MAX_NODES (the next pass goes on from there); each is logged "   \
+    "at warn and shown in /v1/reclaims as sweep_incomplete.")                                                \
+  X(own_trees, GAUGE, NONE, "zkwarden_own_trees",                                                            \
+    "This identity's own trees, which the sweep and the lock report read (learned from the JobManager's "    \
+    "creates, and ZKWARDEN_SWEEP_TREES).")                                                                   \
+  X(zombies_unproven, COUNTER, NONE, "zkwarden_zombies_unproven_total",                                      \
+    "Ephemerals whose owner the registry record lists as dead but zkwarden could not prove dead (record "    \
+    "writable by anyone, the session attached or current): never deleted, each logged once.")                \
   X(orphans_fenced, COUNTER, NONE, "zkwarden_orphans_fenced_total",                                          \
     "Abandoned sessions fenced after ZKWARDEN_ORPHAN_GRACE_MS.")                                             \
   X(would_actions, COUNTER, KIND, "zkwarden_would_actions_total",                                            \

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <llhttp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@
 #include "zkw_health.h"
 #include "zkw_history.h"
 #include "zkw_locks.h"
+#include "zkw_lockwalks.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
@@ -76,36 +78,9 @@ static void conn_closed_cb(uv_handle_t *hd) {
   free(c);
 }
 
-/* ---- lock walks: one at a time, on a session of their own ---- */
-
-static struct {
-  struct zkw_zk *zk; /* opened at the first walk, closed by zkw_admin_finish */
-  bool connected;
-  uv_timer_t timer;               /* bound on the wait for zk to connect */
-  uv_timer_t expire;              /* frees rep once it answers no more requests */
-  bool timer_open;                /* both initialised */
-  struct zkw_locks_walk *walk;    /* the one in flight */
-  struct zkw_locks_report *rep;   /* the last one's report */
-  uint64_t rep_at;                /* uv_now when it ended */
-  struct zkw_admin_http *waiters; /* requests waiting for the walk (via walk_next) */
-} walks;
-
-/* h's request waits for the walk no more (its connection is closing). The
- * walk goes on: its report answers the next requests. */
-static void http_cancel_walk(struct zkw_admin_http *h) {
-  if (!h->walk_waiting) return;
-  for (struct zkw_admin_http **p = &walks.waiters; *p; p = &(*p)->walk_next)
-    if (*p == h) {
-      *p = h->walk_next;
-      break;
-    }
-  h->walk_next = NULL;
-  h->walk_waiting = false;
-}
-
 static void conn_close_now(struct admin_conn *c) {
   c->closing = true;
-  http_cancel_walk(&c->http);
+  zkw_lockwalks_cancel(&c->http.walk);
   if (!uv_is_closing((uv_handle_t *)&c->tcp)) uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
   if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, conn_closed_cb);
 }
@@ -250,109 +225,34 @@ static void respond_line(struct zkw_admin_http *h, int status, const char *extra
 
 /* ---- the endpoints (what they render: zkw_views.c) ---- */
 
-/* Answers h's request with a report (or why there is none); the
- * connection closes after it. */
-static void walk_answer(struct zkw_admin_http *h, const struct zkw_locks_report *rep, const char *why) {
+/* Answers a request waiting for a lock walk with its report (or why there
+ * is none); the connection closes after it. */
+static void walk_answer(struct zkw_lockwalk_waiter *w, const struct zkw_locks_report *rep, const char *why) {
+  struct zkw_admin_http *h = (struct zkw_admin_http *)((char *)w - offsetof(struct zkw_admin_http, walk));
   endpoint.scratch.len = 0;
-  if (!rep && !h->walk_page) {
+  if (!rep && !w->page) {
     char line[200];
     snprintf(line, sizeof line, "lock report unavailable: %s", why ? why : "no report");
     return respond_line(h, 503, NULL, true, line);
   }
-  int rc = h->walk_page ? zkw_views_status_page(endpoint.srv, &endpoint.scratch, rep, why)
-                        : zkw_locks_render_json(rep, &endpoint.scratch);
+  int rc = w->page ? zkw_views_status_page(endpoint.srv, &endpoint.scratch, rep, why)
+                   : zkw_locks_render_json(rep, &endpoint.scratch);
   if (rc) return respond_line(h, 500, NULL, true, "out of memory");
-  respond(h, 200, h->walk_page ? "text/html; charset=utf-8" : "application/json", NULL, true);
+  respond(h, 200, w->page ? "text/html; charset=utf-8" : "application/json", NULL, true);
 }
 
-/* Every waiting request gets rep (or why). */
-static void walk_answer_all(const struct zkw_locks_report *rep, const char *why) {
-  while (walks.waiters) {
-    struct zkw_admin_http *h = walks.waiters;
-    walks.waiters = h->walk_next;
-    h->walk_next = NULL;
-    h->walk_waiting = false;
-    walk_answer(h, rep, why);
+/* /v1/locks?all=1 (or all, all=true): every lock root. */
+static bool query_all(const char *q) {
+  if (*q != '?') return false;
+  for (const char *p = q + 1; *p && *p != '#';) {
+    size_t n = strcspn(p, "&#");
+    if ((n == 3 && memcmp(p, "all", 3) == 0) || (n == 5 && memcmp(p, "all=1", 5) == 0) ||
+        (n == 8 && memcmp(p, "all=true", 8) == 0))
+      return true;
+    p += n;
+    if (*p == '&') p++;
   }
-}
-
-/* The report of a big tree is big: not kept past its reuse. */
-static void walk_expire(uv_timer_t *t) {
-  (void)t;
-  zkw_locks_report_free(walks.rep);
-  walks.rep = NULL;
-}
-
-static void walk_done(void *arg, struct zkw_locks_report *rep) {
-  (void)arg;
-  walks.walk = NULL;
-  zkw_locks_report_free(walks.rep);
-  walks.rep = rep;
-  walks.rep_at = uv_now(endpoint.srv->loop);
-  if (walks.timer_open) uv_timer_start(&walks.expire, walk_expire, ZKW_ADMIN_WALK_REUSE_MS, 0);
-  walk_answer_all(rep, rep ? NULL : "out of memory");
-}
-
-static void walk_begin(void) {
-  if (walks.walk || !walks.waiters) return;
-  if (zkw_locks_walk_start(walks.zk, &endpoint.srv->cfg->lock_roots, endpoint.srv->cfg->registry_root, 0,
-                           walk_done, NULL, &walks.walk) != 0) {
-    walks.walk = NULL;
-    return walk_answer_all(NULL, "the lock walk's session refused the reads");
-  }
-  ZKW_METRIC_INC(lock_walks);
-}
-
-static void walk_wait_timeout(uv_timer_t *t) {
-  (void)t;
-  if (!walks.walk) walk_answer_all(NULL, "the lock walk's ZooKeeper session did not connect");
-}
-
-static void walk_zk_event(void *arg, int type, int state, const char *path) {
-  (void)arg, (void)path;
-  if (type != ZOO_SESSION_EVENT) return;
-  walks.connected = state == ZOO_CONNECTED_STATE;
-  if (walks.connected && walks.timer_open) uv_timer_stop(&walks.timer);
-  if (walks.connected && !endpoint.stopping) walk_begin();
-}
-
-/* Queues h for the lock walk, starting one (and its session) if none runs.
- * Returns NULL, or why no report can come. */
-static const char *start_walk(struct zkw_admin_http *h, bool page) {
-  struct zkw_identity *id = zkw_sidecar_identity(endpoint.srv);
-  if (endpoint.srv->cfg->relay_only) return "relay mode (ZKWARDEN_MODE=relay) keeps no registry session";
-  if (!id || !id->zk || !zkw_zk_connected(id->zk)) return "the registry session is not connected";
-  h->walk_page = page;
-  if (walks.rep && !walks.walk && uv_now(endpoint.srv->loop) - walks.rep_at < ZKW_ADMIN_WALK_REUSE_MS) {
-    walk_answer(h, walks.rep, NULL);
-    return NULL;
-  }
-  if (!walks.zk) {
-    const struct zkw_config *cfg = endpoint.srv->cfg;
-    char hosts[4096];
-    zkw_config_upstream_list(cfg, hosts, sizeof hosts);
-    if (!walks.timer_open) {
-      if (uv_timer_init(endpoint.srv->loop, &walks.timer) != 0) return "out of memory";
-      if (uv_timer_init(endpoint.srv->loop, &walks.expire) != 0) {
-        uv_close((uv_handle_t *)&walks.timer, NULL);
-        return "out of memory";
-      }
-      walks.timer_open = true;
-    }
-    if (zkw_zk_open(&walks.zk, endpoint.srv->loop, hosts, ZKW_ADMIN_WALK_SESSION_MS,
-                    cfg->registry_auth[0] ? cfg->registry_auth : NULL, walk_zk_event, NULL) != 0) {
-      walks.zk = NULL;
-      return "cannot start the lock walk's ZooKeeper session";
-    }
-  }
-  h->walk_waiting = true;
-  h->walk_next = walks.waiters;
-  walks.waiters = h;
-  if (walks.connected)
-    walk_begin();
-  else if (!uv_is_active((uv_handle_t *)&walks.timer))
-    uv_timer_start(&walks.timer, walk_wait_timeout, ZKW_ADMIN_WALK_WAIT_MS, 0);
-  return NULL;
+  return false;
 }
 
 static void serve(struct zkw_admin_http *c, bool last) {
@@ -420,8 +320,8 @@ static void serve(struct zkw_admin_http *c, bool last) {
     return;
   case LOCKS:
   case PAGE: {
-    const char *why = start_walk(c, route == PAGE);
-    if (!why) return; /* answered, or walk_done answers */
+    const char *why = zkw_lockwalks_start(&c->walk, route == PAGE, route == LOCKS && query_all(c->url + n));
+    if (!why) return; /* answered, or the walk's end answers */
     if (route == LOCKS) {
       char line[200];
       snprintf(line, sizeof line, "lock report unavailable: %s", why);
@@ -507,7 +407,7 @@ static int on_message_complete(llhttp_t *p) {
   bool last = !llhttp_should_keep_alive(p) || p->upgrade || c->out.len + c->held > ZKW_ADMIN_OUT_MAX ||
               endpoint.stopping;
   serve(c, last);
-  return c->done || c->failed || c->walk_waiting ? HPE_PAUSED : 0;
+  return c->done || c->failed || c->walk.waiting ? HPE_PAUSED : 0;
 }
 
 void zkw_admin_http_init(struct zkw_admin_http *h) {
@@ -517,13 +417,13 @@ void zkw_admin_http_init(struct zkw_admin_http *h) {
 }
 
 void zkw_admin_http_release(struct zkw_admin_http *h) {
-  http_cancel_walk(h);
+  zkw_lockwalks_cancel(&h->walk);
   zkw_buf_release(&h->out);
 }
 
 int zkw_admin_http_feed(struct zkw_admin_http *h, const char *data, size_t n) {
   if (h->failed) return -1;
-  if (h->done || h->walk_waiting || n == 0) return 0;
+  if (h->done || h->walk.waiting || n == 0) return 0;
   llhttp_errno_t err = llhttp_execute(&h->parser, data, n);
   if (h->failed) return -1;
   if (err == HPE_OK || err == HPE_PAUSED || h->done) return 0;
@@ -707,6 +607,7 @@ static void on_sighup(uv_signal_t *hd, int signum) {
 
 void zkw_admin_http_setup(struct zkw_server *srv) {
   endpoint.srv = srv;
+  zkw_lockwalks_setup(srv, walk_answer);
   llhttp_settings_init(&endpoint.settings);
   endpoint.settings.on_message_begin = on_message_begin;
   endpoint.settings.on_url = on_url;
@@ -762,21 +663,9 @@ void zkw_admin_stop(void) {
   for (struct admin_conn *c = endpoint.conns; c; c = c->next)
     conn_close_now(c);
   zkw_buf_release(&endpoint.scratch);
-  if (walks.walk) zkw_locks_walk_cancel(walks.walk); /* it frees itself and its report */
-  walks.walk = NULL;
-  walks.waiters = NULL; /* their connections are closing */
-  if (walks.timer_open) {
-    uv_close((uv_handle_t *)&walks.timer, NULL);
-    uv_close((uv_handle_t *)&walks.expire, NULL);
-  }
-  walks.timer_open = false;
-  if (walks.zk) zkw_zk_close_handle(walks.zk);
+  zkw_lockwalks_stop();
 }
 
 void zkw_admin_finish(void) {
-  if (walks.zk) zkw_zk_close(walks.zk);
-  walks.zk = NULL;
-  walks.connected = false;
-  zkw_locks_report_free(walks.rep);
-  walks.rep = NULL;
+  zkw_lockwalks_finish();
 }

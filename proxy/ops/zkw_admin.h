@@ -10,12 +10,9 @@
  *   /v1/locks      JSON: the lock report (zkw_locks.h), read through the
  *                  registry session without blocking the loop
  *   /              the status page: plain HTML, no external assets
- * The answers of /v1/locks and / wait for the lock walk; they close the
- * connection (what was pipelined behind them is not read). One walk runs at
- * a time, on a ZooKeeper session of its own (opened at the first walk, so
- * that its reads never queue before the registry's requests); requests
- * that come meanwhile wait for it, and its report answers every request for
- * ZKW_ADMIN_WALK_REUSE_MS after it ends.
+ * The answers of /v1/locks (of the own trees; ?all=1: of every lock root)
+ * and / wait for a lock walk (zkw_lockwalks.h); they close the connection
+ * (what was pipelined behind them is not read).
  * From a peer that is not on loopback only /healthz, /readyz and /metrics
  * answer (what the kubelet and Prometheus need); the rest, which walks the
  * tree or names sessions, gets 403 unless ZKWARDEN_ADMIN_REMOTE=all.
@@ -36,19 +33,17 @@
 #include <stdint.h>
 
 #include "zkw_buf.h"
+#include "zkw_lockwalks.h"
 
 struct zkw_server;
 
-#define ZKW_ADMIN_MAX_CONNS       256
-#define ZKW_ADMIN_HEAD_MAX        8192 /* request line and headers */
-#define ZKW_ADMIN_URL_MAX         1024
-#define ZKW_ADMIN_BODY_MAX        1024              /* GET bodies are read and ignored up to this */
-#define ZKW_ADMIN_OUT_MAX         (4 * 1024 * 1024) /* unsent responses before the connection is closed */
-#define ZKW_ADMIN_REQUEST_MS      10000             /* a request must arrive whole within this */
-#define ZKW_ADMIN_IDLE_MS         60000             /* an idle keep-alive connection is closed after this */
-#define ZKW_ADMIN_WALK_REUSE_MS   5000  /* a lock report answers the requests of this long after its walk */
-#define ZKW_ADMIN_WALK_WAIT_MS    10000 /* bound on the wait for the walks' session to connect */
-#define ZKW_ADMIN_WALK_SESSION_MS 10000 /* the walks' session timeout */
+#define ZKW_ADMIN_MAX_CONNS  256
+#define ZKW_ADMIN_HEAD_MAX   8192 /* request line and headers */
+#define ZKW_ADMIN_URL_MAX    1024
+#define ZKW_ADMIN_BODY_MAX   1024              /* GET bodies are read and ignored up to this */
+#define ZKW_ADMIN_OUT_MAX    (4 * 1024 * 1024) /* unsent responses before the connection is closed */
+#define ZKW_ADMIN_REQUEST_MS 10000             /* a request must arrive whole within this */
+#define ZKW_ADMIN_IDLE_MS    60000             /* an idle keep-alive connection is closed after this */
 
 /* Binds ZKWARDEN_ADMIN_LISTEN and starts the readiness checks and the
  * SIGHUP handler. Returns 0 or a negative libuv error (logged). */
@@ -82,10 +77,8 @@ struct zkw_admin_http {
   size_t body_bytes;
   size_t url_len;
   char url[ZKW_ADMIN_URL_MAX + 1];
-  bool remote;                      /* the peer is not on loopback (ZKWARDEN_ADMIN_REMOTE applies) */
-  bool walk_waiting;                /* the last request waits for the lock walk */
-  bool walk_page;                   /* it is for the status page (else /v1/locks) */
-  struct zkw_admin_http *walk_next; /* the other requests waiting for it */
+  bool remote;                     /* the peer is not on loopback (ZKWARDEN_ADMIN_REMOTE applies) */
+  struct zkw_lockwalk_waiter walk; /* the last request waits for a lock walk (zkw_lockwalks.h) */
 };
 
 /* Makes the request handling answer about srv (zkw_admin_start calls it). */

@@ -28,6 +28,7 @@
 #include "zkw_server.h"
 #include "zkw_session.h"
 #include "zkw_sidecar.h"
+#include "zkw_sweepwatch.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
 
@@ -216,6 +217,7 @@ static const char *judge(void) {
 
 static void finish_talk(void) {
   const char *bad = judge();
+  zkw_sweepwatch_server_answer(health.idx, health.answer); /* its version: can it take addWatch? */
   if (!bad) {
     /* Reachable: close the socket, then end the probe successfully. */
     uv_timer_stop(&health.timer);

@@ -1,10 +1,11 @@
-/* zkw_lockscli.c: `zkwarden locks [--json] [--reclaim [--dry-run]]`.
+/* zkw_lockscli.c: `zkwarden locks [--json] [--all] [--reclaim [--dry-run]]`.
  *
- * Reads the ensemble directly (ZKWARDEN_UPSTREAM, with ZKWARDEN_REGISTRY_AUTH
- * where set: the daemon's configuration) through its own zkw_zk session on
- * its own loop, prints the lock report (zkw_locks.h), and with --reclaim
- * deletes the stale locks under the sweep's rules: each one is read again
- * just before, and deleted only if it is still the same node (czxid), still
+ * Walks the identity's own trees (those its sweep reads: the trees in the
+ * registry record of ZKWARDEN_IDENTITY, and ZKWARDEN_SWEEP_TREES), or with
+ * --all every ZKWARDEN_LOCK_ROOTS. Reads the ensemble directly (ZKWARDEN_UPSTREAM, with
+ * ZKWARDEN_REGISTRY_AUTH where set: the daemon's configuration) through its own zkw_zk session on its own
+ * loop, prints the lock report (zkw_locks.h), and with --reclaim deletes the stale locks under the sweep's
+ * rules: each one is read again just before, and deleted only if it is still the same node (czxid), still
  * tagged the same way, still stale by zkw_lock_why_not_stale (this command's
  * session is the asking session), and with the version just read.
  *
@@ -24,6 +25,7 @@
 #include "zkw_locks.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
+#include "zkw_record.h"
 #include "zkw_server.h"
 #include "zkw_text.h"
 #include "zkw_tls.h"
@@ -35,7 +37,7 @@ struct cli {
   uv_timer_t timer;
   struct zkw_zk *zk;
   const struct zkw_config *cfg;
-  bool json, reclaim, dry_run;
+  bool json, reclaim, dry_run, all;
   bool started, finished;
   int status; /* exit status */
   struct zkw_locks_walk *walk;
@@ -203,11 +205,48 @@ static void walk_done(void *arg, struct zkw_locks_report *rep) {
   reclaim_pump(c);
 }
 
+static void walk_roots(struct cli *c, const struct zkw_lock_roots *roots) {
+  if (zkw_locks_walk_start(c->zk, roots, c->all, c->cfg->registry_root, zkw_zk_session_id(c->zk), walk_done,
+                           c, &c->walk) != 0) {
+    fprintf(stderr, "zkwarden locks: cannot read the ensemble\n");
+    cli_finish(c, 1);
+  }
+}
+
+/* The identity's record read: its trees, with ZKWARDEN_SWEEP_TREES, are
+ * what the walk reads (each below a lock root, as the sidecar takes them). */
+static void record_read(void *arg, const struct zkw_zk_result *r) {
+  struct cli *c = arg;
+  struct zkw_record rec;
+  struct zkw_scope trees = {0};
+  if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) {
+    for (int i = 0; i < rec.trees.count; i++)
+      (void)zkw_scope_add(&trees, &c->cfg->lock_roots, rec.trees.tree[i]);
+  } else if (r->rc != ZNONODE) {
+    fprintf(stderr, "zkwarden locks: cannot read the registry record of %s (%s): its own trees are unknown\n",
+            c->cfg->identity, r->rc == ZOK ? "corrupt" : zkw_zk_error(r->rc));
+  }
+  memset(&rec, 0, sizeof rec); /* it holds the session password */
+  for (int i = 0; i < c->cfg->sweep_trees.count; i++)
+    (void)zkw_scope_add(&trees, &c->cfg->lock_roots, c->cfg->sweep_trees.root[i]);
+  if (!trees.count)
+    fprintf(stderr,
+            "zkwarden locks: no own tree of identity %s is known (its JobManager created nothing under "
+            "the lock roots yet); --all walks every lock root\n",
+            c->cfg->identity);
+  struct zkw_lock_roots roots;
+  zkw_locks_scope_roots(&trees, &roots);
+  walk_roots(c, &roots);
+}
+
 static void synced(void *arg, const struct zkw_zk_result *r) {
   struct cli *c = arg;
   (void)r; /* a failed sync only means the reads may lag a little */
-  if (zkw_locks_walk_start(c->zk, &c->cfg->lock_roots, c->cfg->registry_root, zkw_zk_session_id(c->zk),
-                           walk_done, c, &c->walk) != 0) {
+  if (c->all) return walk_roots(c, &c->cfg->lock_roots);
+  char node[600];
+  snprintf(node, sizeof node, "%s/identities/%s",
+           strcmp(c->cfg->registry_root, "/") ? c->cfg->registry_root : "", c->cfg->identity);
+  if (zkw_zk_get(c->zk, node, false, record_read, c) != ZOK) {
     fprintf(stderr, "zkwarden locks: cannot read the ensemble\n");
     cli_finish(c, 1);
   }
@@ -242,11 +281,13 @@ static void connect_timeout(uv_timer_t *t) {
 }
 
 static void cli_usage(FILE *out) {
-  fprintf(out, "usage: zkwarden locks [--json] [--reclaim [--dry-run]]\n"
-               "Lists every lock under ZKWARDEN_LOCK_ROOTS: the state node it guards, its identity,\n"
+  fprintf(out, "usage: zkwarden locks [--json] [--all] [--reclaim [--dry-run]]\n"
+               "Lists every lock in the own trees of ZKWARDEN_IDENTITY (those its sweep reads: its\n"
+               "registry record's, and ZKWARDEN_SWEEP_TREES): the state node it guards, its identity,\n"
                "incarnation and session, and whether it is stale (and if not, why not), with a\n"
                "summary per identity first. Configured by the daemon's environment (zkwarden --help).\n"
                "  --json      the report as JSON (the same as GET /v1/locks)\n"
+               "  --all       every lock under ZKWARDEN_LOCK_ROOTS (every cluster's)\n"
                "  --reclaim   delete the stale locks now, under the sweep's rules\n"
                "  --dry-run   with --reclaim: say what would be deleted, delete nothing\n");
 }
@@ -273,6 +314,8 @@ int zkw_locks_cli(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       c.json = true;
+    } else if (strcmp(argv[i], "--all") == 0) {
+      c.all = true;
     } else if (strcmp(argv[i], "--reclaim") == 0) {
       c.reclaim = true;
     } else if (strcmp(argv[i], "--dry-run") == 0) {

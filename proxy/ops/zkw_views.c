@@ -71,9 +71,8 @@ int zkw_views_sessions_json(struct zkw_server *srv, struct zkw_buf *b) {
     TRY(zkw_text_printf(b,
                         ",\"phase\":\"%s\",\"timeout_ms\":%d,\"read_only\":%s,\"outstanding\":%u,"
                         "\"role\":\"%s\",\"incarnation\":%llu}",
-                        phase_name(s), zkw_session_timeout(s),
-                        zkw_session_read_only(s) ? "true" : "false", zkw_session_outstanding(s),
-                        zkw_sidecar_incarnation(s) ? "incarnation" : "plain",
+                        phase_name(s), zkw_session_timeout(s), zkw_session_read_only(s) ? "true" : "false",
+                        zkw_session_outstanding(s), zkw_sidecar_incarnation(s) ? "incarnation" : "plain",
                         (unsigned long long)zkw_sidecar_incarnation(s)));
   }
   TRY(zkw_text_printf(b, "]}\n"));
@@ -194,6 +193,13 @@ int zkw_views_status_page(struct zkw_server *srv, struct zkw_buf *b, const struc
   zkw_config_upstream_list(cfg, line, sizeof line);
   TRY(kv_row(b, "upstream", "mono", line));
   TRY(kv_row(b, "lock roots", "mono", cfg->raw_lock_roots ? cfg->raw_lock_roots : ""));
+  if (!cfg->relay_only && id != &none) { /* what the sweep and the lock summary below read */
+    struct zkw_scope trees;
+    zkw_identity_own_trees(id, &trees);
+    char list[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
+    zkw_scope_format(&trees, list, sizeof list);
+    TRY(kv_row(b, "own trees", "mono", list));
+  }
   TRY(zkw_text_printf(b, "</table>\n"));
   TRY(render_page_sessions(srv, b));
   TRY(render_page_reclaims(b));

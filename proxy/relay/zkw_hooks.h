@@ -15,6 +15,9 @@
  *   on_reply             each reply to a client request (not pings, auth,
  *                        notifications, nor zkwarden's own in-band requests),
  *                        and the CONNECTIONLOSS a move answers it with
+ *   on_notification      each notification (xid -1) while the session is not
+ *                        moving: ZKW_FORWARD, or ZKW_DROP for one that only a
+ *                        watch of the policy's own asked for
  *   on_move              the server of an established session went away or
  *                        silent and the session could move (zkw_move.h):
  *                        ZKW_FORWARD moves it, ZKW_DROP does what a plain
@@ -80,6 +83,7 @@ struct zkw_hooks {
    * the client's own timeout) rather than closed or reset (ZKW_DROP closes
    * the client's connection). */
   int (*on_move)(struct zkw_session *s, const char *why, bool silent);
+  int (*on_notification)(struct zkw_session *s, const struct zkw_watcher_event *ev);
   void (*on_close)(struct zkw_session *s);
   /* The server stops (SIGTERM): policy timers and handles go (policy: the
    * server's policy context). */

@@ -187,6 +187,17 @@ int zkw_inband_delete(struct zkw_session *s, const char *path, int version, zkw_
   return submit(s, &req, cb, arg);
 }
 
+int zkw_inband_children2(struct zkw_session *s, const char *path, zkw_zk_cb cb, void *arg) {
+  struct zkw_request req = path_request(ZKW_OP_GET_CHILDREN2, path);
+  return submit(s, &req, cb, arg);
+}
+
+int zkw_inband_add_watch(struct zkw_session *s, const char *path, int32_t mode, zkw_zk_cb cb, void *arg) {
+  struct zkw_request req = path_request(ZKW_OP_ADD_WATCH, path);
+  req.op.mode = mode;
+  return submit(s, &req, cb, arg);
+}
+
 void zkw_inband_client_reply(struct zkw_session *s, int32_t op) {
   if (op != ZKW_OP_SASL) s->inband_ok = true;
   if (s->inband && s->inband->head) flush(s->inband);
@@ -256,7 +267,11 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
         res.data_len = rep.op.data.len;
       }
     }
-  } else if (rep.err == 0 && op == ZKW_OP_GET_CHILDREN) {
+  } else if (rep.err == 0 && (op == ZKW_OP_GET_CHILDREN || op == ZKW_OP_GET_CHILDREN2)) {
+    if (op == ZKW_OP_GET_CHILDREN2) {
+      res.has_stat = true;
+      to_stat(&res.stat, &rep.op.stat);
+    }
     int crc = copy_children(rep.op.list, &res, &block);
     if (crc == ZKW_E_VALUE) return crc;
     if (crc) res.rc = ZSYSTEMERROR;

@@ -49,6 +49,14 @@ int zkw_inband_children(struct zkw_session *s, const char *path, zkw_zk_cb cb, v
     __attribute__((warn_unused_result));
 int zkw_inband_delete(struct zkw_session *s, const char *path, int version, zkw_zk_cb cb, void *arg)
     __attribute__((warn_unused_result));
+/* getChildren2: the children and the node's Stat (has_stat). */
+int zkw_inband_children2(struct zkw_session *s, const char *path, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+/* addWatch (ZooKeeper 3.6+: an older server closes the connection): mode 0
+ * persistent, 1 persistent recursive. Its notifications come to the
+ * connection like any other (zkw_hooks.h on_notification). */
+int zkw_inband_add_watch(struct zkw_session *s, const char *path, int32_t mode, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
 
 /* Relay hooks (zkw_session.c). */
 /* A reply for the client (opcode op, not a notification) arrived: may make

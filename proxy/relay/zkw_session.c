@@ -324,6 +324,10 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
              zkw_op_name(op));
     return rc;
   }
+  const struct zkw_hooks *hooks = s->srv->hooks;
+  if (op == ZKW_OP_NOTIFICATION && hooks && hooks->on_notification &&
+      hooks->on_notification(s, &rep.event) == ZKW_DROP)
+    return ZKW_DROP; /* a watch of the policy's own: not the client's */
   zkw_metrics_reply(op);
   if (op == ZKW_OP_NOTIFICATION) {
     zkw_watches_event(&s->watches, &rep.event);
@@ -336,7 +340,6 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   bool at_barrier = s->barrier && xid == s->barrier_xid && op == s->barrier_op;
   bool first = at_barrier && !s->barrier_replayed; /* not the replay's reply */
   unsigned flags = (first ? ZKW_REPLY_AT_BARRIER : 0u) | (s->pending.last_mark ? ZKW_REPLY_MARKED : 0u);
-  const struct zkw_hooks *hooks = s->srv->hooks;
   rc = hooks && hooks->on_reply ? hooks->on_reply(s, &rep, op, flags, &s->scratch) : ZKW_FORWARD;
   if (rc < 0) return rc;
   if (at_barrier) return on_barrier_reply(s, first ? rc : rc == ZKW_WITHHOLD ? ZKW_FORWARD : rc, frame, flen);

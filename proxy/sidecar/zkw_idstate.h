@@ -15,6 +15,7 @@
 #include "zkw_fence.h"
 #include "zkw_record.h"
 #include "zkw_relay.h"
+#include "zkw_scope.h"
 #include "zkw_server.h"
 #include "zkw_zk.h"
 
@@ -150,6 +151,16 @@ struct zkw_identity {
   bool sweeping;
   bool sweep_again; /* a sweep was asked for while one ran */
   bool stopping;
+  /* The identity's own trees (zkw_scope.h), learned from the JobManager's
+   * creates and merged with the record's at load; scope_dirty: not yet
+   * written to the record. */
+  struct zkw_scope scope;
+  bool scope_dirty;
+  bool scope_full_logged; /* a tree could not be kept (the bound): said once */
+  /* The record node was found creator-only (ZKWARDEN_REGISTRY_AUTH set, no
+   * world ACL) by an ACL pass (zkw_regacl.c): only then are dead sessions
+   * read from it, not seen ending by this process, trusted for deletes. */
+  bool record_restricted;
 };
 
 static inline const char *zkw_identity_name(const struct zkw_identity *id) {

@@ -23,6 +23,7 @@ const char *zkw_lockcheck_why_not(const struct zkw_lock_check *c, int64_t asking
 void zkw_lockcheck_fill(struct zkw_lock_check *c, const struct zkw_zk_result *r) {
   c->version = r->stat.version;
   c->czxid = r->stat.czxid;
+  c->ctime = r->stat.ctime;
   c->owner = r->stat.ephemeralOwner;
   struct zkw_bytes data = {(const uint8_t *)r->data, r->data ? r->data_len : -1};
   c->tagged = zkw_tag_parse(data, &c->tag) == 0;
@@ -94,6 +95,54 @@ void zkw_lockcheck_would_delete(struct zkw_identity *id, enum zkw_history_kind k
   zkw_history_would(&(struct zkw_action){kind, c->path, c->version, reason, c->owner,
                                          c->tagged ? c->tag.identity : NULL,
                                          c->tagged ? c->tag.incarnation : 0});
+}
+
+/* ------------------------------------------------------------- zombies */
+
+#define ZOMBIE_CTIME_SLACK_MS 10000
+
+static int64_t reported[ZKW_LOCKCHECK_REPORTED];
+static unsigned reported_next;
+
+bool zkw_lockcheck_report_once(int64_t czxid) {
+  for (unsigned i = 0; i < ZKW_LOCKCHECK_REPORTED; i++)
+    if (reported[i] == czxid) return false;
+  reported[reported_next++ % ZKW_LOCKCHECK_REPORTED] = czxid;
+  return true;
+}
+
+bool zkw_lockcheck_zombie(const struct zkw_identity *id, struct zkw_lock_check *c, int64_t asking_session,
+                          bool report) {
+  const char *why;
+  const struct zkw_dead_session *d =
+      c->owner ? zkw_identity_proven_dead(id, c->owner, asking_session, &why) : NULL;
+  /* A node its owner created after it was seen ending: the owner was alive
+   * then, and the dead list is wrong about it (a clock skew of up to
+   * ZOMBIE_CTIME_SLACK_MS is allowed for). */
+  if (d && c->ctime > 0 && (uint64_t)c->ctime > d->ended_ms + ZOMBIE_CTIME_SLACK_MS) {
+    d = NULL;
+    why = "created after its owner session was listed dead: alive then";
+  }
+  if (d) {
+    c->zombie = true;
+    c->dead = *d;
+    return true;
+  }
+  if (c->owner && why && report) zkw_lockcheck_unproven(id, c, why);
+  return false;
+}
+
+void zkw_lockcheck_unproven(const struct zkw_identity *id, const struct zkw_lock_check *c, const char *why) {
+  if (!zkw_lockcheck_report_once(c->czxid)) return;
+  const struct zkw_dead_session *d = zkw_identity_dead_session(id, c->owner);
+  ZKW_METRIC_INC(zombies_unproven);
+  zkw_log_warn("identity %s: %s is owned by session 0x%" PRIx64 ", which the dead list names, but it is not "
+               "proven dead (%s): not deleted",
+               zkw_identity_name(id), c->path, (uint64_t)c->owner, why);
+  char reason[ZKW_HISTORY_TEXT_MAX];
+  snprintf(reason, sizeof reason, "owner listed dead, not proven (%s): not deleted", why);
+  zkw_history_failed(ZKW_HISTORY_ZOMBIE, c->path, reason, c->owner, zkw_identity_name(id),
+                     d ? d->incarnation : 0);
 }
 
 /* ms since the epoch as 2026-01-02T03:04:05.678Z. */

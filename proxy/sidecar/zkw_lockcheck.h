@@ -18,6 +18,7 @@ struct zkw_lock_check {
   char *path;
   int version;
   int64_t czxid;
+  int64_t ctime; /* ms since the epoch, the server's clock */
   int64_t owner;
   struct zkw_tag tag;
   bool tagged;
@@ -45,6 +46,19 @@ void zkw_lockcheck_step_failed(const struct zkw_session *s, enum zkw_history_kin
 /* Observe mode: the delete sidecar mode would do, reported once per node. */
 void zkw_lockcheck_would_delete(struct zkw_identity *id, enum zkw_history_kind kind,
                                 const struct zkw_lock_check *c, const char *cost);
+/* The zombie verdict on a read node: its owner a session of this identity
+ * proven dead (c->zombie and c->dead set, true), or not; one listed dead and
+ * not proven is reported (once, zkw_lockcheck_unproven) if report. */
+bool zkw_lockcheck_zombie(const struct zkw_identity *id, struct zkw_lock_check *c, int64_t asking_session,
+                          bool report);
+/* A node whose owner the dead list names but zkwarden could not prove dead
+ * (why): never deleted; one warn line, zkwarden_zombies_unproven_total and a
+ * /v1/reclaims row per node. */
+void zkw_lockcheck_unproven(const struct zkw_identity *id, const struct zkw_lock_check *c, const char *why);
+/* True the first time a node (its czxid) is reported in one of the reports
+ * that say a node once (a ring of the last ZKW_LOCKCHECK_REPORTED). */
+#define ZKW_LOCKCHECK_REPORTED 256
+bool zkw_lockcheck_report_once(int64_t czxid);
 /* ms since the epoch as 2026-01-02T03:04:05.678Z. */
 void zkw_lockcheck_format_ms(uint64_t ms, char *out, size_t cap);
 /* A zombie of this identity deleted (at version c->version, on the

@@ -330,8 +330,14 @@ static void walk_pump(struct zkw_locks_walk *w) {
   if (w->inflight == 0 && w->qhead == w->qlen) walk_finish(w);
 }
 
-int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, const char *registry_root,
-                         int64_t asking_session, zkw_locks_done done, void *arg,
+void zkw_locks_scope_roots(const struct zkw_scope *trees, struct zkw_lock_roots *out) {
+  out->count = 0;
+  for (int i = 0; i < trees->count && i < ZKW_MAX_LOCK_ROOTS; i++)
+    snprintf(out->root[out->count++], sizeof out->root[0], "%s", trees->tree[i]);
+}
+
+int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, bool all,
+                         const char *registry_root, int64_t asking_session, zkw_locks_done done, void *arg,
                          struct zkw_locks_walk **out) {
   if (!zk || !zkw_zk_connected(zk)) return -1;
   struct zkw_locks_walk *w = zkw_calloc(1, sizeof *w);
@@ -344,6 +350,7 @@ int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, 
   *w = (struct zkw_locks_walk){.zk = zk, .done = done, .arg = arg, .rep = r, .last_id = -1};
   w->start_ns = uv_hrtime();
   r->asking_session = asking_session;
+  r->all = all;
   snprintf(w->reg_ids, sizeof w->reg_ids, "%s/identities", strcmp(registry_root, "/") ? registry_root : "");
   size_t rl = 0;
   for (int i = 0; i < roots->count; i++) {
@@ -439,7 +446,7 @@ static const char *const ONLY_STALE = "only stale locks: freed by reclaim (zkwar
 int zkw_locks_render_json(const struct zkw_locks_report *r, struct zkw_buf *b) {
   size_t states, held;
   count_states(r, &states, &held);
-  TRY(zkw_text_printf(b, "{\"roots\":"));
+  TRY(zkw_text_printf(b, "{\"scope\":\"%s\",\"roots\":", r->all ? "lock_roots" : "own_trees"));
   TRY(zkw_text_json_string(b, r->roots, sizeof r->roots));
   TRY(zkw_text_printf(
       b,
@@ -524,12 +531,16 @@ int zkw_locks_render_json(const struct zkw_locks_report *r, struct zkw_buf *b) {
 static int summary_line(const struct zkw_locks_report *r, struct zkw_buf *b) {
   size_t states, held;
   count_states(r, &states, &held);
-  return zkw_text_printf(b,
-                         "%zu lock(s): %zu stale, %zu untagged; %zu state node(s), %zu held; %zu unreadable "
-                         "node(s); %zu zombie(s); %zu node(s) under %s visited in %.2f s%s",
-                         r->nlocks, r->stale, r->untagged, states, held, r->nunreadable, r->zombies,
-                         r->visited, r->roots, r->seconds,
-                         r->truncated ? " (truncated: too many nodes)" : "");
+  return zkw_text_printf(
+      b,
+      "%zu lock(s): %zu stale, %zu untagged; %zu state node(s), %zu held; %zu unreadable "
+      "node(s); %zu zombie(s); %zu node(s) under %s visited in %.2f s%s",
+      r->nlocks, r->stale, r->untagged, states, held, r->nunreadable, r->zombies, r->visited,
+      r->roots[0] ? r->roots
+      : r->all    ? "no lock root"
+                  : "the own trees (none known yet: its JobManager created nothing; --all walks "
+                    "every lock root)",
+      r->seconds, r->truncated ? " (truncated: too many nodes)" : "");
 }
 
 int zkw_locks_render_table(const struct zkw_locks_report *r, struct zkw_buf *b) {

@@ -1,6 +1,8 @@
 /* zkw_locks.h: the lock report of `zkwarden locks` and GET /v1/locks.
  *
- * A walk lists every node under ZKWARDEN_LOCK_ROOTS through a zkw_zk session
+ * A walk lists every node under the paths it is given (by default the
+ * identity's own trees, zkw_scope.h, as the sweep reads them; on demand
+ * every ZKWARDEN_LOCK_ROOTS) through a zkw_zk session
  * (the CLI's own, or the daemon's registry session), reads every node whose
  * name is a UUID (a lock by the lock rule, zkw_lockrule.h) and the registry
  * record of every identity named in a tag or listed in the registry, with at
@@ -33,6 +35,7 @@
 #include "zkw_buf.h"
 #include "zkw_lockrule.h"
 #include "zkw_record.h"
+#include "zkw_scope.h"
 #include "zkw_zk.h"
 
 #define ZKW_LOCKS_WINDOW    64      /* reads in flight */
@@ -78,18 +81,22 @@ struct zkw_locks_report {
   bool truncated;
   int64_t asking_session; /* the verdicts' asking session (0: none) */
   double seconds;         /* the walk's duration */
-  char roots[1024];       /* the lock roots walked, comma-separated */
+  char roots[1024];       /* the paths walked, comma-separated */
+  bool all;               /* every lock root (else the own trees) */
 };
 
 struct zkw_locks_walk;
 typedef void (*zkw_locks_done)(void *arg, struct zkw_locks_report *rep);
 
-/* Starts a walk. On success *out is the walk and done(arg, report) follows
- * once (the report is the caller's to free with zkw_locks_report_free).
- * Returns 0, or -1 if nothing could be sent (the session is not usable). */
-int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, const char *registry_root,
-                         int64_t asking_session, zkw_locks_done done, void *arg, struct zkw_locks_walk **out)
-    __attribute__((warn_unused_result));
+/* Starts a walk of roots (all: they are every lock root, else the own
+ * trees). On success *out is the walk and done(arg, report) follows once
+ * (the report is the caller's to free with zkw_locks_report_free). Returns
+ * 0, or -1 if nothing could be sent (the session is not usable). */
+int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, bool all,
+                         const char *registry_root, int64_t asking_session, zkw_locks_done done, void *arg,
+                         struct zkw_locks_walk **out) __attribute__((warn_unused_result));
+/* The trees as lock roots (the paths a walk is given). */
+void zkw_locks_scope_roots(const struct zkw_scope *trees, struct zkw_lock_roots *out);
 /* done will not be called; the walk frees itself once its reads are back. */
 void zkw_locks_walk_cancel(struct zkw_locks_walk *w);
 void zkw_locks_report_free(struct zkw_locks_report *rep);

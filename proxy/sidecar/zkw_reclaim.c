@@ -169,16 +169,9 @@ static void read_settled(struct reclaim *rcl) {
 static void check_done(struct reclaim *rcl, int i, uint64_t current) {
   struct zkw_lock_check *c = &rcl->locks[i];
   c->why = zkw_lockcheck_why_not(c, rcl->s->session_id, current);
-  /* Not stale, but its owner is a session of this identity that zkwarden
-   * saw end: a zombie, deleted like a stale lock. */
-  const struct zkw_dead_session *d = c->why && c->owner && c->owner != rcl->s->session_id
-                                         ? zkw_identity_dead_session(rcl->id, c->owner)
-                                         : NULL;
-  if (d) {
-    c->zombie = true;
-    c->dead = *d;
-    c->why = NULL;
-  }
+  /* Not stale, but its owner is a session of this identity proven dead: a
+   * zombie, deleted like a stale lock. */
+  if (c->why && zkw_lockcheck_zombie(rcl->id, c, rcl->s->session_id, true)) c->why = NULL;
   c->stale = c->why == NULL;
   if (!c->stale && !rcl->blocked) {
     rcl->blocked = c->why;

@@ -31,6 +31,11 @@ int zkw_record_format(const struct zkw_record *r, char *out, size_t cap) {
       out[used] = 0;
     }
   }
+  for (int i = 0; i < r->trees.count && i < ZKW_SCOPE_TREES_MAX; i++) {
+    n = snprintf(out + used, cap - used, "tree=%s\n", r->trees.tree[i]);
+    if (n < 0 || (size_t)n >= cap - used) return -1;
+    used += (size_t)n;
+  }
   n = snprintf(out + used, cap - used, "dead=%" PRIu64 "\n", r->dead);
   if (n < 0 || (size_t)n >= cap - used) return -1;
   return (int)(used + (size_t)n);
@@ -45,6 +50,18 @@ bool zkw_record_add_dead(struct zkw_record *r, const struct zkw_dead_session *d)
   }
   r->dead_sessions[r->ndead++] = *d;
   return true;
+}
+
+int zkw_record_age_dead(struct zkw_record *r, uint64_t now_ms, uint64_t max_age_ms) {
+  int kept = 0, gone = 0;
+  for (int i = 0; i < r->ndead; i++) {
+    if (r->dead_sessions[i].ended_ms + max_age_ms < now_ms)
+      gone++;
+    else
+      r->dead_sessions[kept++] = r->dead_sessions[i];
+  }
+  r->ndead = kept;
+  return gone;
 }
 
 const struct zkw_dead_session *zkw_record_find_dead(const struct zkw_record *r, int64_t session) {
@@ -91,6 +108,7 @@ static int parse_dead_list(const char *v, size_t n, struct zkw_record *r) {
         parse_u64(c2 + 1, (size_t)(e - c2 - 1), &d.ended_ms))
       return -1;
     d.session = (int64_t)session;
+    d.observed = false;
     zkw_record_add_dead(r, &d); /* more than ZKW_RECORD_DEAD_MAX: the newest are kept */
     v = comma ? comma + 1 : end;
   }
@@ -139,6 +157,14 @@ int zkw_record_parse(const char *data, int len, struct zkw_record *r) {
       seen |= 16;
     } else if (KEY("dead_sessions")) {
       if (parse_dead_list(v, vl, r)) return -1;
+    } else if (KEY("tree")) {
+      /* An absolute path without a trailing '/'; others, and those past the
+       * bound, are ignored (the registry checks each against the lock roots). */
+      if (vl > 0 && vl < ZKW_SCOPE_PATH_MAX && v[0] == '/' && (vl == 1 || v[vl - 1] != '/') &&
+          r->trees.count < ZKW_SCOPE_TREES_MAX) {
+        memcpy(r->trees.tree[r->trees.count], v, vl);
+        r->trees.tree[r->trees.count++][vl] = 0;
+      }
     } else if (KEY("dead")) {
       if (parse_u64(v, vl, &r->dead)) return -1;
       seen |= 32;

@@ -75,11 +75,37 @@ static void acl_set(void *arg, const struct zkw_zk_result *r) {
   acl_visit(id);
 }
 
+/* The record node had a world ACL although credentials are set (written
+ * before they were): the dead sessions read from it, not seen ending by
+ * this process, are forgotten (anyone could have written them), so that
+ * no write carries them on. */
+static void distrust_record(struct zkw_identity *id) {
+  int kept = 0, gone = 0;
+  for (int i = 0; i < id->dead.ndead; i++) {
+    if (id->dead.dead_sessions[i].observed)
+      id->dead.dead_sessions[kept++] = id->dead.dead_sessions[i];
+    else
+      gone++;
+  }
+  id->dead.ndead = kept;
+  if (!gone) return;
+  id->dead_dirty = true;
+  zkw_log_warn("identity %s: %d dead session(s) read from registry record %s, which had a world ACL (anyone "
+               "could have written them), are forgotten: their ephemerals are not deleted",
+               zkw_identity_name(id), gone, id->node);
+}
+
 static void acl_got(void *arg, const struct zkw_zk_result *r) {
   struct zkw_identity *id = arg;
   if (id->stopping || (r->rc != ZOK && r->rc != ZNONODE)) {
     id->acl_checking = false; /* unknown this time: the next check asks again */
     return;
+  }
+  if (id->acl_step == 0) {
+    /* The record: dead sessions read from it count only while it is
+     * creator-only; those read while anyone could write it are forgotten. */
+    id->record_restricted = id->srv->cfg->registry_auth[0] && (r->rc == ZNONODE || !r->acl_world);
+    if (r->rc == ZOK && r->acl_world && id->srv->cfg->registry_auth[0]) distrust_record(id);
   }
   if (r->rc == ZOK && r->acl_world && id->srv->cfg->registry_auth[0]) {
     int rc = zkw_zk_set_acl_creator(id->zk, acl_node(id), r->stat.aversion, acl_set, id);

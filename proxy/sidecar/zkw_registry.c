@@ -31,7 +31,7 @@ static void write_next(struct zkw_identity *id);
 static void claim_recorded_session(struct zkw_identity *id);
 static void check_cb(uv_timer_t *t);
 static void write_back(struct zkw_identity *id);
-static bool with_dead(const struct zkw_identity *id, struct zkw_record *rec);
+static bool with_extras(const struct zkw_identity *id, struct zkw_record *rec);
 
 /* True if the session is attached through this sidecar right now. */
 bool zkw_registry_attached(const struct zkw_identity *id, int64_t session) {
@@ -274,6 +274,44 @@ void zkw_registry_capture_previous(struct zkw_identity *id) {
   id->prev.pending = true;
 }
 
+/* Now, ms since the epoch. */
+static uint64_t epoch_ms(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+/* Dead sessions older than ZKW_DEAD_SESSION_MAX_AGE_MS are forgotten. */
+static void age_dead(struct zkw_identity *id) {
+  if (zkw_record_age_dead(&id->dead, epoch_ms(), ZKW_DEAD_SESSION_MAX_AGE_MS) > 0) id->dead_dirty = true;
+}
+
+/* zkwarden_own_trees: the learned trees with ZKWARDEN_SWEEP_TREES. */
+static void count_own_trees(const struct zkw_identity *id) {
+  struct zkw_scope all;
+  zkw_identity_own_trees(id, &all);
+  ZKW_METRIC_SET(own_trees, (int64_t)all.count);
+}
+
+/* The record's trees join the learned ones: each must lie below a lock
+ * root (a record anyone may write names no other cluster's tree here). */
+static void merge_trees(struct zkw_identity *id, const struct zkw_scope *trees) {
+  for (int i = 0; i < trees->count; i++) {
+    enum zkw_scope_change c = zkw_scope_add(&id->scope, &id->srv->cfg->lock_roots, trees->tree[i]);
+    if (c == ZKW_SCOPE_REFUSED || c == ZKW_SCOPE_FULL)
+      zkw_log_warn("identity %s: the registry record's tree %s is %s: ignored", zkw_identity_name(id),
+                   trees->tree[i], c == ZKW_SCOPE_FULL ? "one too many" : "not below a lock root");
+  }
+  /* What the record lacks (learned before it was read) is written. */
+  for (int i = 0; i < id->scope.count && !id->scope_dirty; i++) {
+    bool in = false;
+    for (int k = 0; k < trees->count && !in; k++)
+      in = strcmp(trees->tree[k], id->scope.tree[i]) == 0;
+    if (!in) id->scope_dirty = true;
+  }
+  count_own_trees(id);
+}
+
 static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   struct zkw_identity *id = arg;
   if (id->state != ZKW_REG_OWNER) return;
@@ -318,8 +356,10 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
    * this instance saw. */
   for (int i = 0; i < rec.ndead; i++)
     zkw_record_add_dead(&id->dead, &rec.dead_sessions[i]);
+  age_dead(id);
+  merge_trees(id, &rec.trees);
   if (!behind) id->rec = rec;
-  if (with_dead(id, &id->rec)) id->dead_dirty = true;
+  if (with_extras(id, &id->rec)) id->dead_dirty = true;
   id->rec_loaded = id->rec_known = true;
   memset(&rec, 0, sizeof rec);
   ZKW_METRIC_SET(identity_incarnation, (int64_t)id->rec.incarnation);
@@ -344,7 +384,7 @@ struct record_write {
   struct zkw_identity *id;
   struct zkw_session *s; /* the session being recorded, or NULL */
   struct zkw_record rec;
-  char text[1024];
+  char text[ZKW_RECORD_TEXT_MAX];
   int len;
   bool created;
 };
@@ -406,7 +446,7 @@ static void record_written(void *arg, const struct zkw_zk_result *r) {
     id->rec.dead = dead;
     id->dead_dirty = true;
   }
-  if (with_dead(id, &id->rec)) id->dead_dirty = true;
+  if (with_extras(id, &id->rec)) id->dead_dirty = true;
   id->rec_known = true;
   id->write_gen++;
   id->rec_version = w->created ? 0 : r->stat.version;
@@ -448,8 +488,8 @@ static void write_next(struct zkw_identity *id) {
   memcpy(w->rec.passwd, s->passwd, sizeof w->rec.passwd);
   w->rec.timeout = s->timeout;
   snprintf(w->rec.instance, sizeof w->rec.instance, "%s", id->instance);
-  with_dead(id, &w->rec);
-  id->dead_dirty = false; /* this write carries the dead list */
+  with_extras(id, &w->rec);
+  id->dead_dirty = id->scope_dirty = false; /* this write carries the dead list and the trees */
   zkw_sc(s)->incarnation = w->rec.incarnation;
   w->len = zkw_record_format(&w->rec, w->text, sizeof w->text);
   id->writing = true;
@@ -460,14 +500,17 @@ static void write_next(struct zkw_identity *id) {
   }
 }
 
-/* Copies the identity's dead list into a record about to be written.
- * Returns true if the record's list changed. */
-static bool with_dead(const struct zkw_identity *id, struct zkw_record *rec) {
-  bool changed =
-      rec->ndead != id->dead.ndead || memcmp(rec->dead_sessions, id->dead.dead_sessions,
-                                             (size_t)id->dead.ndead * sizeof id->dead.dead_sessions[0]) != 0;
+/* Copies the identity's dead list and own trees into a record about to be
+ * written. Returns true if the record's dead list changed. */
+static bool with_extras(const struct zkw_identity *id, struct zkw_record *rec) {
+  bool changed = rec->ndead != id->dead.ndead;
+  for (int i = 0; i < id->dead.ndead && !changed; i++) { /* what the record keeps of each */
+    const struct zkw_dead_session *a = &rec->dead_sessions[i], *b = &id->dead.dead_sessions[i];
+    changed = a->session != b->session || a->incarnation != b->incarnation || a->ended_ms != b->ended_ms;
+  }
   rec->ndead = id->dead.ndead;
   memcpy(rec->dead_sessions, id->dead.dead_sessions, sizeof rec->dead_sessions);
+  rec->trees = id->scope;
   return changed;
 }
 
@@ -484,13 +527,13 @@ static void dead_written(void *arg, const struct zkw_zk_result *r) {
 }
 
 void zkw_registry_flush_dead(struct zkw_identity *id) {
-  if (!id->dead_dirty) return;
+  if (!id->dead_dirty && !id->scope_dirty) return;
   if (id->writing || id->rec_version < 0 || id->writers || id->state != ZKW_REG_OWNER || !id->rec_loaded ||
       id->stopping)
     return; /* the next record write carries it */
-  id->dead_dirty = false;
-  with_dead(id, &id->rec);
-  char text[1024];
+  id->dead_dirty = id->scope_dirty = false;
+  with_extras(id, &id->rec);
+  char text[ZKW_RECORD_TEXT_MAX];
   int len = zkw_record_format(&id->rec, text, sizeof text);
   if (len < 0) return;
   id->writing = true;
@@ -498,7 +541,7 @@ void zkw_registry_flush_dead(struct zkw_identity *id) {
   memset(text, 0, sizeof text);
   if (rc != ZOK) {
     id->writing = false;
-    id->dead_dirty = true;
+    id->dead_dirty = id->scope_dirty = true;
   }
 }
 
@@ -513,15 +556,62 @@ void zkw_registry_write_dead(struct zkw_identity *id, uint64_t dead) {
 /* zkwarden saw a session of this identity end (it closed it, or the server
  * no longer knew it): an ephemeral it still owns later is a zombie. */
 void zkw_registry_note_dead(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  struct zkw_dead_session d = {session, incarnation,
-                               (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000};
-  if (zkw_record_add_dead(&id->dead, &d)) id->dead_dirty = true;
+  struct zkw_dead_session d = {session, incarnation, epoch_ms(), true};
+  struct zkw_dead_session *known = (struct zkw_dead_session *)zkw_record_find_dead(&id->dead, session);
+  if (known)
+    known->observed = true; /* listed by the record, and now seen here */
+  else if (zkw_record_add_dead(&id->dead, &d))
+    id->dead_dirty = true;
 }
 
 const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session) {
   return zkw_record_find_dead(&id->dead, session);
+}
+
+const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identity *id, int64_t session,
+                                                        int64_t asking_session, const char **why) {
+  *why = NULL;
+  const struct zkw_dead_session *d = session ? zkw_record_find_dead(&id->dead, session) : NULL;
+  if (!d) return NULL;
+  if (d->ended_ms + ZKW_DEAD_SESSION_MAX_AGE_MS < epoch_ms())
+    *why = "listed dead more than a day ago (aged out)";
+  else if (session == asking_session)
+    *why = "it is the asking session";
+  else if (id->rec_loaded && session == id->rec.session && id->rec.dead < id->rec.incarnation)
+    *why = "it is the current incarnation's session";
+  else if (zkw_registry_attached(id, session))
+    *why = "it is attached through this sidecar";
+  else if (!d->observed && !id->srv->cfg->registry_auth[0])
+    *why = "listed dead only by the registry record, which anyone may write (ZKWARDEN_REGISTRY_AUTH unset)";
+  else if (!d->observed && !id->record_restricted)
+    *why = "listed dead only by a registry record not known to be creator-only";
+  return *why ? NULL : d;
+}
+
+void zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out) {
+  const struct zkw_config *cfg = id->srv->cfg;
+  *out = id->scope;
+  for (int i = 0; i < cfg->sweep_trees.count; i++)
+    (void)zkw_scope_add(out, &cfg->lock_roots, cfg->sweep_trees.root[i]);
+}
+
+void zkw_registry_learn_tree(struct zkw_identity *id, struct zkw_bytes path) {
+  enum zkw_scope_change c = zkw_scope_learn(&id->scope, &id->srv->cfg->lock_roots, path);
+  if (c == ZKW_SCOPE_CHANGED) {
+    char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
+    zkw_scope_format(&id->scope, trees, sizeof trees);
+    zkw_log_info("identity %s: own trees (read by the sweep and the lock report): %s", zkw_identity_name(id),
+                 trees);
+    count_own_trees(id);
+    id->scope_dirty = true;
+    zkw_registry_flush_dead(id);
+  } else if (c == ZKW_SCOPE_FULL && !id->scope_full_logged) {
+    id->scope_full_logged = true;
+    zkw_log_warn("identity %s: the JobManager creates ephemerals under more than %d separate trees; %.*s is "
+                 "not swept (reclaim at create and delete still covers it): name the trees with "
+                 "ZKWARDEN_SWEEP_TREES",
+                 zkw_identity_name(id), ZKW_SCOPE_TREES_MAX, (int)path.len, (const char *)path.p);
+  }
 }
 
 /* The record written back after it was deleted, emptied or corrupted. */
@@ -545,9 +635,9 @@ static void written_back(void *arg, const struct zkw_zk_result *r) {
  * rec_version; created when absent). */
 static void write_back(struct zkw_identity *id) {
   if (id->writing || !id->rec_known || id->state != ZKW_REG_OWNER) return;
-  with_dead(id, &id->rec);
-  id->dead_dirty = false;
-  char text[1024];
+  with_extras(id, &id->rec);
+  id->dead_dirty = id->scope_dirty = false;
+  char text[ZKW_RECORD_TEXT_MAX];
   int len = zkw_record_format(&id->rec, text, sizeof text);
   if (len < 0) return;
   id->writing = true;
@@ -622,6 +712,8 @@ static void checked_owner(void *arg, const struct zkw_zk_result *r) {
 static void check_cb(uv_timer_t *t) {
   struct zkw_identity *id = t->data;
   zkw_regacl_check(id);
+  age_dead(id);
+  zkw_registry_flush_dead(id);
   if (id->stopping || id->checking || id->writing || id->state != ZKW_REG_OWNER || !id->rec_loaded ||
       !zkw_zk_connected(id->zk))
     return;

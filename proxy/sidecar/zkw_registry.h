@@ -11,6 +11,9 @@
 /* zkwarden's own registry session: short, so that the owner node of a
  * sidecar that died goes quickly (the server clamps it to >= 2 ticks). */
 #define ZKW_REGISTRY_SESSION_MS 4000
+/* Dead sessions are forgotten this long after they ended (a day): their
+ * ephemerals are zombies found by the sweeps of that day. */
+#define ZKW_DEAD_SESSION_MAX_AGE_MS (24ULL * 3600 * 1000)
 /* How often a broken registry is retried. */
 #define ZKW_REGISTRY_OPEN_RETRY_MAX_MS 30000
 #define ZKW_REGISTRY_RETRY_MS          5000
@@ -25,8 +28,22 @@ bool zkw_identity_observing(const struct zkw_identity *id);
  * identity when known, else 0. */
 uint64_t zkw_identity_current(const struct zkw_identity *id);
 /* A session of this identity that zkwarden saw end (fence, orphan fence,
- * expiry), or NULL: an ephemeral it still owns is a zombie. */
+ * expiry), or NULL: listed dead (for reports; deletes ask the next one). */
 const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session);
+/* The dead-list entry of a session proven dead, whose ephemerals may be
+ * deleted as zombies, or NULL. Proven: zkwarden saw it end (this process;
+ * or a sidecar of this identity, read from the record only when the record
+ * is creator-only: ZKWARDEN_REGISTRY_AUTH set, zkw_regacl.c), within
+ * ZKW_DEAD_SESSION_MAX_AGE_MS, and it is neither asking_session, nor the
+ * current incarnation's session, nor attached through this sidecar now.
+ * Listed but not proven: NULL with *why saying why (else *why is NULL). */
+const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identity *id, int64_t session,
+                                                        int64_t asking_session, const char **why);
+/* The identity's own trees (zkw_scope.h): learned and ZKWARDEN_SWEEP_TREES. */
+void zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out);
+/* The JobManager (an incarnation's session) creates an ephemeral at path:
+ * its parent joins the own trees, written to the record soon. */
+void zkw_registry_learn_tree(struct zkw_identity *id, struct zkw_bytes path);
 
 void zkw_registry_set_state(struct zkw_identity *id, enum zkw_reg_state st, const char *why);
 /* Creates the registry paths and the owner node (or waits for it). */
@@ -53,7 +70,8 @@ bool zkw_registry_attached(const struct zkw_identity *id, int64_t session);
  * if it may still be alive: before a new incarnation overwrites it. */
 void zkw_registry_capture_previous(struct zkw_identity *id);
 /* The dead list and `dead`: a session zkwarden saw end, written with the
- * next record write or alone. */
+ * next record write or alone (zkw_registry_flush_dead also writes learned
+ * trees). */
 void zkw_registry_note_dead(struct zkw_identity *id, int64_t session, uint64_t incarnation);
 void zkw_registry_write_dead(struct zkw_identity *id, uint64_t dead);
 void zkw_registry_flush_dead(struct zkw_identity *id);

@@ -8,7 +8,8 @@
  * withheld while a reclaim runs; getData replies are untagged, and those of
  * /zookeeper/config name the sidecar (each such read is marked, so every
  * reply is rewritten however many are in flight: Curator's ensemble tracker
- * sends two at once). A session whose server went away moves (zkw_move.h),
+ * sends two at once). Notifications of the sweep's own watch go to it alone
+ * (zkw_sweepwatch.h). A session whose server went away moves (zkw_move.h),
  * but not in observe mode, which reports the move it would have made. */
 #include "zkw_sidecar.h"
 
@@ -19,6 +20,7 @@
 #include "zkw_lockrule.h"
 #include "zkw_reclaim.h"
 #include "zkw_sweep.h"
+#include "zkw_sweepwatch.h"
 #include "zkw_rewrite.h"
 #include "zkw_session.h"
 
@@ -37,6 +39,7 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
     if (cfg->observe && req->type != ZKW_OP_MULTI) sc->jm_xid = req->xid;
     if (zkw_identity_on_jm_request(s)) return ZKW_HOLD;
   }
+  if (sc->incarnation) zkw_sweep_on_jm_request(s, req); /* its own trees, its activity */
   int verdict = ZKW_FORWARD;
   bool lock_request = false;
   if (sc->incarnation &&
@@ -130,7 +133,9 @@ static void on_close(struct zkw_session *s) {
 }
 
 static void on_stop(void *policy) {
-  if (policy) zkw_identity_stop(policy);
+  if (!policy) return;
+  zkw_sweep_stop();
+  zkw_identity_stop(policy);
 }
 
 const struct zkw_hooks zkw_sidecar_hooks = {
@@ -139,6 +144,7 @@ const struct zkw_hooks zkw_sidecar_hooks = {
     .on_connect_response = zkw_identity_on_connect_response,
     .on_request = on_request,
     .on_reply = on_reply,
+    .on_notification = zkw_sweepwatch_on_notification,
     .on_move = on_move,
     .on_close = on_close,
     .on_stop = on_stop,

@@ -1,127 +1,142 @@
-/* zkw_sweep.c: sweeps of the lock roots, soon after a new incarnation and
- * every ZKWARDEN_SWEEP_INTERVAL_S: this identity's stale locks that fencing
- * could not remove and its zombies are deleted at their exact version while
- * the JobManager's lock requests are held back; other identities' zombies
- * are reported. Reclaim at create and delete is zkw_reclaim.c.
+/* zkw_sweep.c: sweep passes over the identity's own trees (see
+ * zkw_sweep.h): when a pass runs, what it reads (a walk of the trees, or
+ * what the watch kept since the last pass), how its reads yield to the
+ * JobManager's own requests, the bound on one pass and what a pass that
+ * reaches it leaves to the next. The candidates' deletes are
+ * zkw_sweepdel.c, the watch zkw_sweepwatch.c.
  *
- * Every read and delete of a lock goes in-band (zkw_inband.h), on the
- * JobManager session's own connection, so it has exactly the JobManager's
- * rights under creator ACLs, digest, SASL and Kerberos. The registry session
- * is used only to read other identities' records. A step that cannot do its
- * work is logged at warn, counted in zkwarden_reclaim_failures_total and
- * recorded in /v1/reclaims (step_failed); the JobManager then gets the reply
- * it would have got. */
+ * Every read goes in-band (zkw_inband.h), on the JobManager session's own
+ * connection, so it has exactly the JobManager's rights under creator ACLs,
+ * digest, SASL and Kerberos. A read is sent only while the JobManager has no
+ * request of its own outstanding (then up to SWEEP_WINDOW at once once it
+ * has been calm for SWEEP_CALM_MS, else one), or, on a JobManager that is
+ * never idle, one per SWEEP_PACE_MS: a request of the JobManager waits
+ * behind at most one read of the sweep. A walk reads each node once:
+ * getChildren2 for every node not named as a lock (its Stat tells an
+ * ephemeral leaf's owner: a latch, a connection_info), getData for the
+ * locks (their tag). */
 #include "zkw_fault.h"
 #include "zkw_sweep.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "zkw_history.h"
 #include "zkw_identity.h"
 #include "zkw_inband.h"
-#include "zkw_lockcheck.h"
-#include "zkw_lockrule.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
 #include "zkw_session.h"
-#include "zkw_upstream.h"
+#include "zkw_sweepdel.h"
+#include "zkw_sweepwatch.h"
 
-#define SWEEP_MAX_NODES 200000
-#define SWEEP_WINDOW    8      /* in-band reads in flight during a walk */
-#define SWEEP_SOON_MS   1000   /* after a new incarnation */
-#define SWEEP_WAIT_MS   20     /* while lock requests are still outstanding */
-#define SWEEP_NO_JM_MS  1000   /* while no JobManager session is attached to read with */
-#define ZOMBIE_MOVE_MS  600000 /* ZKWARDEN_ZOMBIE_MOVE: a server serving a zombie alone is tried last */
+#define SWEEP_WINDOW        8     /* reads in flight while the JobManager is calm */
+#define SWEEP_CALM_MS       50    /* calm: no request of its own for this long */
+#define SWEEP_PACE_MS       10    /* a JobManager never idle: one read per */
+#define SWEEP_POLL_MS       2     /* the JobManager busy: look again after */
+#define SWEEP_QUIET_MS      500   /* a new incarnation's first pass waits for this much quiet: */
+#define SWEEP_QUIET_MAX     50    /* at most this many requests of the JobManager in it (100/s) */
+#define SWEEP_FIRST_WAIT_MS 30000 /* at most */
+#define BURST_SLOT_MS       100   /* the JobManager's requests are counted per slot */
+#define BURST_SLOTS         (SWEEP_QUIET_MS / BURST_SLOT_MS)
+#define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
+#define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
+#define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
 
-/* ---------------------------------------------------------------- sweep */
+/* A node to read: getData (a lock, or a node the watch kept) or
+ * getChildren2 (a node to list). */
+struct item {
+  char *path;
+  bool read;
+};
 
+/* What decides whether a pass may read only what changed: it must see the
+ * same incarnation, session, trees and dead sessions as the last walk. */
+struct basis {
+  uint64_t incarnation;
+  int64_t session;
+  struct zkw_scope trees;
+  int ndead;
+  int64_t dead[ZKW_RECORD_DEAD_MAX];
+  bool proven[ZKW_RECORD_DEAD_MAX];
+};
+
+/* One pass. */
 struct sweep {
   struct zkw_identity *id;
-  struct zkw_session *s; /* the JobManager session it reads and deletes on; NULL once lost */
-  int64_t session_id;
-  char **queue; /* paths to list, FIFO */
-  size_t qhead, qlen, qcap;
-  struct zkw_lock_check *found; /* candidates */
-  size_t nfound, capfound;
+  struct zkw_session *s; /* the JobManager's session (a reference); NULL once lost */
+  bool changes;          /* reads only what the watch kept */
+  bool continued;        /* goes on from the last pass's frontier */
+  struct basis basis;
+  struct item *stack; /* to read: a stack, depth first */
+  size_t n, cap;
   size_t visited;
   int inflight;
-  /* Zombies: checked while this identity or another has sessions known
-   * dead; others: the dead lists of the other identities' records. */
-  bool zombies;
-  int reg_pending; /* registry reads of other records (counted in inflight too) */
-  struct other_dead *others;
-  size_t nothers, capothers;
-  int zombies_deleted;
-  /* Delete phase: sessions hold back lock requests meanwhile. */
-  bool deleting;
-  size_t next;
-  int deleted;
+  bool capped;
+  bool failed; /* a read failed: the next pass walks */
+  uint64_t t0_ms, last_send_ms;
+  struct zkw_sweep_batch batch;
 };
 
-static struct sweep *current_sweep;
+static struct {
+  struct sweep *current;
+  uint64_t jm_request_ms;      /* the JobManager's last request (monotonic) */
+  uint32_t burst[BURST_SLOTS]; /* its requests per slot, the last SWEEP_QUIET_MS */
+  uint64_t burst_slot;         /* the slot of jm_request_ms */
+  uint64_t first_since;        /* a new incarnation's first pass waits since then; 0: none waits */
+  bool began;                  /* a pass was asked for in this process */
+  bool walked;                 /* the last walk read every tree whole, with basis */
+  struct basis walked_basis;
+  struct item *frontier; /* what a capped walk left, for the next pass */
+  size_t nfrontier;
+  struct basis frontier_basis;
+} sweeper;
 
-/* A session of another identity that its sidecar saw end. */
-struct other_dead {
-  char identity[ZKW_HISTORY_TEXT_MAX];
-  struct zkw_dead_session d;
-};
-
-/* Other identities' zombies already reported (by czxid): one warn line and
- * one count per node, not one per sweep. */
-#define REPORTED_KEPT 256
-static int64_t reported[REPORTED_KEPT];
-static unsigned reported_next;
-
-static bool report_once(int64_t czxid) {
-  for (unsigned i = 0; i < REPORTED_KEPT; i++)
-    if (reported[i] == czxid) return false;
-  reported[reported_next++ % REPORTED_KEPT] = czxid;
-  return true;
-}
-
-/* A node whose owner is a session some sidecar saw end: this identity's
- * (c->zombie set: the sweep deletes it) or another's (reported once, left
- * to that identity's own sidecar). */
-static void classify_zombie(struct sweep *sw, struct zkw_lock_check *c) {
-  if (!sw->zombies || c->owner == 0 || c->owner == sw->session_id) return;
-  const struct zkw_dead_session *d = zkw_identity_dead_session(sw->id, c->owner);
-  if (d) {
-    c->zombie = true;
-    c->dead = *d;
-    return;
-  }
-  for (size_t i = 0; i < sw->nothers; i++) {
-    const struct other_dead *o = &sw->others[i];
-    if (o->d.session != c->owner || !report_once(c->czxid)) continue;
-    char ended[40];
-    zkw_lockcheck_format_ms(o->d.ended_ms, ended, sizeof ended);
-    ZKW_METRIC_INC(zombie_ephemerals);
-    zkw_log_warn("identity %s: zombie ephemeral %s of identity %s: its owner session 0x%" PRIx64
-                 " (incarnation %" PRIu64 ") ended at %s, seen by that identity's sidecar, and %s still "
-                 "serves it; left to that sidecar: %s",
-                 sw->id->srv->cfg->identity, c->path, o->identity, (uint64_t)o->d.session, o->d.incarnation,
-                 ended, sw->s ? sw->s->up_name : "the server", ZKW_ZOMBIE_ADVICE);
-    char why[ZKW_HISTORY_TEXT_MAX];
-    snprintf(why, sizeof why, "zombie of another identity (session ended %s): reported, not deleted", ended);
-    zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, o->identity, o->d.incarnation);
-    return;
-  }
+static uint64_t now_ms(void) {
+  return zkw_identity_now_ms();
 }
 
 bool zkw_sweep_holding(const struct zkw_identity *id) {
-  return current_sweep && current_sweep->id == id && current_sweep->deleting;
+  return sweeper.current && sweeper.current->id == id && sweeper.current->batch.deleting;
+}
+
+/* Its requests in the last SWEEP_QUIET_MS (slot: now's). */
+static uint32_t recent_requests(uint64_t slot) {
+  uint32_t n = 0;
+  for (uint64_t k = slot >= BURST_SLOTS - 1 ? slot - (BURST_SLOTS - 1) : 0; k <= slot; k++)
+    if (k <= sweeper.burst_slot && sweeper.burst_slot - k < BURST_SLOTS) n += sweeper.burst[k % BURST_SLOTS];
+  return n;
+}
+
+static void count_request(uint64_t now) {
+  uint64_t slot = now / BURST_SLOT_MS;
+  for (uint64_t k = sweeper.burst_slot + 1; k <= slot && k <= sweeper.burst_slot + BURST_SLOTS; k++)
+    sweeper.burst[k % BURST_SLOTS] = 0;
+  if (slot > sweeper.burst_slot) sweeper.burst_slot = slot;
+  sweeper.burst[slot % BURST_SLOTS]++;
+  sweeper.jm_request_ms = now;
+}
+
+static void learn(struct zkw_identity *id, int32_t type, int32_t flags, struct zkw_bytes path) {
+  if ((type == ZKW_OP_CREATE || type == ZKW_OP_CREATE2) &&
+      (flags == ZKW_CREATE_EPHEMERAL || flags == ZKW_CREATE_EPHEMERAL_SEQUENTIAL) &&
+      zkw_under_lock_roots(&id->srv->cfg->lock_roots, path))
+    zkw_registry_learn_tree(id, path);
 }
 
 static void sweep_wait_cb(uv_timer_t *t);
 
+static void schedule(struct zkw_identity *id, uint64_t ms) {
+  if (!id->stopping) uv_timer_start(&id->sweep_timer, sweep_wait_cb, ms, 0);
+}
+
 static void schedule_periodic(struct zkw_identity *id) {
   uint32_t every = id->srv->cfg->sweep_interval_s;
-  if (every && !id->stopping) uv_timer_start(&id->sweep_timer, sweep_wait_cb, (uint64_t)every * 1000, 0);
+  if (every) schedule(id, (uint64_t)every * 1000);
 }
 
 /* The session of this identity's current incarnation, attached now. */
@@ -132,430 +147,389 @@ static struct zkw_session *jm_session(struct zkw_identity *id) {
   return NULL;
 }
 
-static void sweep_free(struct sweep *sw) {
-  for (size_t i = sw->qhead; i < sw->qlen; i++)
-    free(sw->queue[i]);
-  free(sw->queue);
-  for (size_t i = 0; i < sw->nfound; i++)
-    free(sw->found[i].path);
-  free(sw->found);
-  free(sw->others);
-  struct zkw_identity *id = sw->id;
-  bool lost = !sw->s;
-  if (lost)
-    zkw_log_warn("identity %s: sweep cut short: the JobManager session closed (%zu node(s) visited, %d stale "
-                 "lock(s) deleted); it runs again once a JobManager session is attached",
-                 id->srv->cfg->identity, sw->visited, sw->deleted);
-  else
-    zkw_log_info("identity %s: sweep done: %zu node(s) visited, %d stale lock(s) and %d zombie(s) deleted",
-                 id->srv->cfg->identity, sw->visited, sw->deleted - sw->zombies_deleted, sw->zombies_deleted);
-  if (sw->s) {
-    zkw_session_unref(sw->s);
+static void free_items(struct item *v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(v[i].path);
+  free(v);
+}
+
+static struct basis basis_of(struct zkw_identity *id, const struct zkw_session *s,
+                             const struct zkw_scope *trees) {
+  struct basis b = {.incarnation = zkw_identity_current(id), .session = s->session_id, .trees = *trees};
+  b.ndead = id->dead.ndead;
+  for (int i = 0; i < b.ndead; i++) {
+    const char *why;
+    b.dead[i] = id->dead.dead_sessions[i].session;
+    b.proven[i] = zkw_identity_proven_dead(id, b.dead[i], s->session_id, &why) != NULL;
   }
-  free(sw);
-  current_sweep = NULL;
-  id->sweeping = false;
-  if ((lost || id->sweep_again) && !id->stopping)
-    zkw_sweep_soon(id);
+  return b;
+}
+
+static bool same_basis(const struct basis *a, const struct basis *b) {
+  if (a->incarnation != b->incarnation || a->session != b->session || a->ndead != b->ndead ||
+      a->trees.count != b->trees.count)
+    return false;
+  for (int i = 0; i < a->ndead; i++)
+    if (a->dead[i] != b->dead[i] || a->proven[i] != b->proven[i]) return false;
+  for (int i = 0; i < a->trees.count; i++)
+    if (strcmp(a->trees.tree[i], b->trees.tree[i]) != 0) return false;
+  return true;
+}
+
+/* True while the JobManager has a request of its own outstanding (or held). */
+static bool jm_busy(const struct zkw_session *s) {
+  if (s->moving || s->barrier || s->held) return true;
+  for (uint32_t i = 0; i < s->pending.count; i++)
+    if (!zkw_pending_at(&s->pending, i).owned) return true;
+  return false;
+}
+
+/* How many reads may be in flight now. */
+static int window(const struct sweep *sw, uint64_t now) {
+  if (jm_busy(sw->s)) return sw->inflight == 0 && now - sw->last_send_ms >= SWEEP_PACE_MS ? 1 : 0;
+  return now - sweeper.jm_request_ms >= SWEEP_CALM_MS ? SWEEP_WINDOW : 1;
+}
+
+static int push(struct sweep *sw, char *path, bool read) {
+  if (!path) return -ENOMEM;
+  if (sw->n == sw->cap) {
+    size_t cap = sw->cap ? sw->cap * 2 : 64;
+    struct item *v = zkw_realloc(sw->stack, cap * sizeof *v);
+    if (!v) {
+      free(path);
+      return -ENOMEM;
+    }
+    sw->stack = v;
+    sw->cap = cap;
+  }
+  sw->stack[sw->n++] = (struct item){path, read};
+  return 0;
+}
+
+static void pump(struct sweep *sw);
+static void walk_done(struct sweep *sw);
+
+struct read_arg {
+  struct sweep *sw;
+  char *path;
+};
+
+/* A read node that is a candidate joins the batch: a zombie (its owner a
+ * session of this identity proven dead), or a stale lock of this identity. */
+static void consider(struct sweep *sw, struct zkw_lock_check *c, bool lock_named) {
+  if (c->owner == 0 || c->owner == sw->batch.session_id) return;
+  bool stale = lock_named && c->tagged && strcmp(c->tag.identity, zkw_identity_name(sw->id)) == 0 &&
+               !zkw_lockcheck_why_not(c, sw->batch.session_id, zkw_identity_current(sw->id));
+  if (!zkw_lockcheck_zombie(sw->id, c, sw->batch.session_id, !stale) && !stale) return;
+  if (zkw_sweep_batch_add(&sw->batch, c) != 0)
+    zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, "keep (out of memory) the candidate", c->path,
+                              ZSYSTEMERROR, c);
+}
+
+static bool read_ok(struct sweep *sw, const char *step, const char *path, const struct zkw_zk_result *r) {
+  sw->inflight--;
+  if (!zkw_sweep_step(&sw->batch, step, path, r->rc)) return false;
+  if (r->rc != ZOK && r->rc != ZNONODE) sw->failed = true;
+  return r->rc == ZOK;
+}
+
+static void node_read(void *arg, const struct zkw_zk_result *r) {
+  struct read_arg *a = arg;
+  struct sweep *sw = a->sw;
+  struct zkw_lock_check c = {.path = a->path};
+  free(a);
+  if (read_ok(sw, "read the lock", c.path, r)) {
+    zkw_lockcheck_fill(&c, r);
+    const char *name = strrchr(c.path, '/');
+    name = name ? name + 1 : c.path;
+    consider(sw, &c, zkw_is_uuid((const uint8_t *)name, strlen(name)));
+  }
+  free(c.path);
+  pump(sw);
+}
+
+static void node_listed(void *arg, const struct zkw_zk_result *r) {
+  struct read_arg *a = arg;
+  struct sweep *sw = a->sw;
+  if (read_ok(sw, "list the children of", a->path, r)) {
+    for (int i = 0; i < r->child_count; i++) {
+      const char *name = r->children[i];
+      size_t n = strlen(a->path) + strlen(name) + 2;
+      char *child = zkw_malloc(n);
+      if (child) snprintf(child, n, "%s%s%s", a->path, strcmp(a->path, "/") == 0 ? "" : "/", name);
+      if (push(sw, child, zkw_is_uuid((const uint8_t *)name, strlen(name))) != 0) {
+        zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, "keep (out of memory) the children of", a->path,
+                                  ZSYSTEMERROR, NULL);
+        sw->failed = true;
+        break;
+      }
+    }
+    /* An ephemeral (a latch node, a connection_info: never a parent) may
+     * be a zombie: its Stat says whose it is. */
+    if (r->has_stat && r->stat.ephemeralOwner) {
+      struct zkw_lock_check c = {.path = a->path};
+      zkw_lockcheck_fill(&c, r);
+      consider(sw, &c, false);
+      a->path = c.path; /* NULL once kept */
+    }
+  }
+  free(a->path);
+  free(a);
+  pump(sw);
+}
+
+/* Sends reads while the JobManager lets it; when there is nothing left (or
+ * the bound is reached), the walk is over. */
+static void pump(struct sweep *sw) {
+  if (sw->s->phase == ZKW_PHASE_CLOSING) sw->batch.lost = true; /* nothing more can be read with it */
+  if (sw->id->stopping || sw->batch.lost) {
+    if (sw->inflight == 0) walk_done(sw);
+    return;
+  }
+  uint64_t now = now_ms();
+  while (sw->n > 0 && sw->inflight < window(sw, now)) {
+    if (sw->visited >= sw->id->srv->cfg->sweep_max_nodes) {
+      sw->capped = true;
+      break;
+    }
+    struct item it = sw->stack[--sw->n];
+    struct read_arg *a = zkw_malloc(sizeof *a);
+    if (a) *a = (struct read_arg){sw, it.path};
+    int rc = !a        ? -ENOMEM
+             : it.read ? zkw_inband_get(sw->s, it.path, node_read, a)
+                       : zkw_inband_children2(sw->s, it.path, node_listed, a);
+    if (rc != 0) {
+      free(a);
+      zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, it.read ? "read the lock" : "list the children of",
+                                it.path, rc == -ENOMEM ? ZSYSTEMERROR : ZCONNECTIONLOSS, NULL);
+      free(it.path);
+      sw->failed = true;
+      continue;
+    }
+    sw->inflight++;
+    sw->visited++;
+    sw->last_send_ms = now;
+    ZKW_METRIC_INC(sweep_reads);
+  }
+  if (sw->inflight) return;
+  if (sw->n > 0 && !sw->capped) return schedule(sw->id, SWEEP_POLL_MS); /* the JobManager goes first */
+  walk_done(sw);
+}
+
+static void pass_end(struct zkw_sweep_batch *b);
+
+static void deletes_wait(struct zkw_sweep_batch *b) {
+  schedule(b->id, SWEEP_WAIT_MS);
+}
+
+/* A capped walk: said, and its frontier kept for the next pass. */
+static void report_capped(struct sweep *sw) {
+  const char *identity = zkw_identity_name(sw->id);
+  const char *next = sw->n ? sw->stack[sw->n - 1].path : "";
+  ZKW_METRIC_INC(sweep_incomplete);
+  zkw_log_warn("identity %s: sweep pass stopped at ZKWARDEN_SWEEP_MAX_NODES (%zu node(s) read); %zu path(s) "
+               "left, from %s: the next pass goes on from there in %.1f s",
+               identity, sw->visited, sw->n, next, SWEEP_CONTINUE_MS / 1000.0);
+  char why[ZKW_HISTORY_TEXT_MAX];
+  snprintf(why, sizeof why,
+           "stopped at %zu node(s) read (ZKWARDEN_SWEEP_MAX_NODES); %zu path(s) left for the next pass",
+           sw->visited, sw->n);
+  zkw_history_failed(ZKW_HISTORY_SWEEP_INCOMPLETE, next, why, 0, identity, zkw_identity_current(sw->id));
+  free_items(sweeper.frontier, sweeper.nfrontier);
+  sweeper.frontier = sw->stack;
+  sweeper.nfrontier = sw->n;
+  sweeper.frontier_basis = sw->basis;
+  sw->stack = NULL;
+  sw->n = sw->cap = 0;
+}
+
+/* The reads are over: what the pass covered, then its deletes. */
+static void walk_done(struct sweep *sw) {
+  if (sw->capped && !sw->batch.lost && !sw->id->stopping) report_capped(sw);
+  bool whole = !sw->capped && !sw->failed && !sw->batch.lost && !sw->id->stopping;
+  if (!sw->changes) {
+    /* A walk read every tree whole (from the trees, or going on from the
+     * last pass's frontier, which began the same way). */
+    sweeper.walked = whole;
+    sweeper.walked_basis = sw->basis;
+  } else if (!whole) {
+    sweeper.walked = false;
+  }
+  free_items(sw->stack, sw->n);
+  sw->stack = NULL;
+  sw->n = 0;
+  if (sw->batch.lost || sw->id->stopping) return pass_end(&sw->batch);
+  zkw_sweepdel_start(&sw->batch);
+}
+
+static void pass_end(struct zkw_sweep_batch *b) {
+  struct sweep *sw = (struct sweep *)((char *)b - offsetof(struct sweep, batch));
+  struct zkw_identity *id = sw->id;
+  const char *identity = zkw_identity_name(id);
+  bool lost = b->lost;
+  ZKW_METRIC_SET(sweep_last_reads, (int64_t)sw->visited);
+  if (sw->changes)
+    ZKW_METRIC_INC(sweep_change_passes);
   else
-    schedule_periodic(id);
+    ZKW_METRIC_INC(sweep_full_passes);
+  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
+  zkw_scope_format(&sw->basis.trees, trees, sizeof trees);
+  if (lost)
+    zkw_log_warn("identity %s: sweep cut short: the JobManager session closed (%zu node(s) read, %d stale "
+                 "lock(s) deleted); it runs again once a JobManager session is attached",
+                 identity, sw->visited, b->deleted - b->zombies_deleted);
+  else
+    zkw_log_info(
+        "identity %s: sweep done (%s): %zu node(s) read in %.2f s (own trees %s), %d stale lock(s) and "
+        "%d zombie(s) deleted",
+        identity,
+        sw->changes     ? "what changed"
+        : sw->continued ? "the walk went on"
+                        : "walk",
+        sw->visited, (double)(now_ms() - sw->t0_ms) / 1000.0, trees, b->deleted - b->zombies_deleted,
+        b->zombies_deleted);
+  zkw_sweep_batch_free(b);
+  if (sw->s) zkw_session_unref(sw->s);
+  free(sw);
+  sweeper.current = NULL;
+  id->sweeping = false;
+  if (!id->stopping) {
+    if (lost || id->sweep_again)
+      zkw_sweep_soon(id);
+    else if (sweeper.frontier)
+      schedule(id, SWEEP_CONTINUE_MS);
+    else
+      schedule_periodic(id);
+  }
   /* Sessions held back their lock requests during the deletes. */
   for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
 }
 
-/* A sweep step's result: false (and the sweep loses its session) when the
- * JobManager session is gone, else counts a failure other than NONODE. */
-static bool sweep_result(struct sweep *sw, const char *step, const char *path, int zerr) {
-  if (!sw->s) return false;
-  if (sw->s->phase == ZKW_PHASE_CLOSING) {
-    if (zerr != ZOK) zkw_lockcheck_step_failed(NULL, ZKW_HISTORY_SWEEP, step, path, zerr, NULL);
-    zkw_session_unref(sw->s);
-    sw->s = NULL;
-    return false;
+/* The reads of a pass: what the watch kept, the last pass's frontier, or
+ * the trees. Returns 0 or -ENOMEM. */
+static int plan(struct sweep *sw) {
+  if (sweeper.frontier && same_basis(&sweeper.frontier_basis, &sw->basis)) {
+    sw->stack = sweeper.frontier;
+    sw->n = sw->cap = sweeper.nfrontier;
+    sweeper.frontier = NULL;
+    sweeper.nfrontier = 0;
+    sw->continued = true;
+    return 0;
   }
-  if (zerr != ZOK && zerr != ZNONODE)
-    zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, step, path, zerr, NULL);
-  return true;
-}
-
-static int push_path(struct sweep *sw, const char *path) {
-  if (sw->qlen == sw->qcap) {
-    size_t cap = sw->qcap ? sw->qcap * 2 : 64;
-    char **q = zkw_realloc(sw->queue, cap * sizeof *q);
-    if (!q) return -1;
-    sw->queue = q;
-    sw->qcap = cap;
+  free_items(sweeper.frontier, sweeper.nfrontier);
+  sweeper.frontier = NULL;
+  sweeper.nfrontier = 0;
+  char **paths;
+  size_t n;
+  sw->changes = sweeper.walked && same_basis(&sweeper.walked_basis, &sw->basis) &&
+                zkw_sweepwatch_complete(sw->s, &sw->basis.trees) && zkw_sweepwatch_take(&paths, &n) == 0;
+  if (sw->changes) {
+    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+      if (rc == 0)
+        rc = push(sw, paths[i], true);
+      else
+        free(paths[i]);
+    free(paths);
+    return rc;
   }
-  if (!(sw->queue[sw->qlen] = zkw_strdup(path))) return -1;
-  sw->qlen++;
+  /* A walk: the watch first (in-band, ahead of the reads), then the trees. */
+  (void)zkw_sweepwatch_arm(sw->s, &sw->basis.trees);
+  for (int i = sw->basis.trees.count - 1; i >= 0; i--)
+    if (push(sw, zkw_strdup(sw->basis.trees.tree[i]), false) != 0) return -ENOMEM;
   return 0;
 }
 
-static void sweep_pump(struct sweep *sw);
-static void sweep_delete_next(struct sweep *sw);
-
-struct sweep_read {
-  struct sweep *sw;
-  char *path;
-};
-
-static void sweep_lock_read(void *arg, const struct zkw_zk_result *r) {
-  struct sweep_read *a = arg;
-  struct sweep *sw = a->sw;
-  sw->inflight--;
-  struct zkw_lock_check c = {.path = a->path};
-  free(a);
-  if (sweep_result(sw, "read the lock", c.path, r->rc) && r->rc == ZOK) {
-    zkw_lockcheck_fill(&c, r);
-    const char *name = strrchr(c.path, '/');
-    name = name ? name + 1 : c.path;
-    classify_zombie(sw, &c);
-    if (c.zombie || (zkw_is_uuid((const uint8_t *)name, strlen(name)) && c.tagged &&
-                     strcmp(c.tag.identity, sw->id->srv->cfg->identity) == 0 &&
-                     !zkw_lockcheck_why_not(&c, sw->session_id, zkw_identity_current(sw->id)))) {
-      if (sw->nfound == sw->capfound) {
-        size_t cap = sw->capfound ? sw->capfound * 2 : 16;
-        struct zkw_lock_check *f = zkw_realloc(sw->found, cap * sizeof *f);
-        if (f) sw->found = f, sw->capfound = cap;
-      }
-      if (sw->nfound < sw->capfound) {
-        sw->found[sw->nfound++] = c;
-        c.path = NULL;
-      }
-    }
-  }
-  free(c.path);
-  sweep_pump(sw);
-}
-
-static bool is_lock_root(const struct sweep *sw, const char *path) {
-  const struct zkw_config *cfg = sw->id->srv->cfg;
-  for (int i = 0; i < cfg->lock_roots.count; i++)
-    if (strcmp(cfg->lock_roots.root[i], path) == 0) return true;
-  return false;
-}
-
-static void sweep_children_read(void *arg, const struct zkw_zk_result *r) {
-  struct sweep_read *a = arg;
-  struct sweep *sw = a->sw;
-  sw->inflight--;
-  if (sweep_result(sw, "list the children of", a->path, r->rc) && r->rc == ZOK) {
-    /* A leaf that is not named as a lock (a latch node, a connection_info)
-     * may be a zombie: read its owner. */
-    if (r->child_count == 0 && sw->zombies && !is_lock_root(sw, a->path) &&
-        zkw_inband_get(sw->s, a->path, sweep_lock_read, a) == 0) {
-      sw->inflight++;
-      return sweep_pump(sw);
-    }
-    for (int i = 0; i < r->child_count && sw->visited < SWEEP_MAX_NODES && sw->s; i++) {
-      const char *name = r->children[i];
-      size_t n = strlen(a->path) + strlen(name) + 2;
-      char *child = zkw_malloc(n);
-      if (!child) break;
-      snprintf(child, n, "%s%s%s", a->path, strcmp(a->path, "/") == 0 ? "" : "/", name);
-      sw->visited++;
-      if (zkw_is_uuid((const uint8_t *)name, strlen(name))) {
-        struct sweep_read *b = zkw_malloc(sizeof *b);
-        if (b) *b = (struct sweep_read){sw, child};
-        if (b && zkw_inband_get(sw->s, child, sweep_lock_read, b) == 0) {
-          sw->inflight++;
-          continue;
-        }
-        free(b);
-        free(child);
-      } else {
-        if (push_path(sw, child) != 0) {
-          free(child);
-          break;
-        }
-        free(child);
-      }
-    }
-  }
-  free(a->path);
-  free(a);
-  sweep_pump(sw);
-}
-
-/* Lists queued paths, at most SWEEP_WINDOW reads in flight; when the walk
- * is over, goes on to the deletes. */
-static void sweep_pump(struct sweep *sw) {
-  if (sw->id->stopping || !sw->s) {
-    if (sw->inflight == 0) sweep_free(sw);
-    return;
-  }
-  /* The walk begins once the other identities' dead lists are known. */
-  while (sw->reg_pending == 0 && sw->inflight < SWEEP_WINDOW && sw->qhead < sw->qlen && sw->s) {
-    char *path = sw->queue[sw->qhead];
-    sw->queue[sw->qhead++] = NULL;
-    struct sweep_read *a = zkw_malloc(sizeof *a);
-    if (a) *a = (struct sweep_read){sw, path};
-    if (a && zkw_inband_children(sw->s, path, sweep_children_read, a) == 0) {
-      sw->inflight++;
-    } else {
-      free(a);
-      free(path);
-    }
-  }
-  if (sw->inflight || sw->qhead < sw->qlen) return;
-  if (sw->nfound == 0) {
-    zkw_log_debug("identity %s: sweep found no stale lock (%zu nodes)", sw->id->srv->cfg->identity,
-                  sw->visited);
-    sweep_free(sw);
-    return;
-  }
-  if (zkw_identity_observing(sw->id)) { /* nothing deleted, nothing held back */
-    for (size_t i = 0; i < sw->nfound; i++)
-      zkw_lockcheck_would_delete(sw->id, ZKW_HISTORY_SWEEP, &sw->found[i], "not deleted by the sweep");
-    sweep_free(sw);
-    return;
-  }
-  /* Zombie latch nodes last: the new JobManager leads once the first in
-   * line goes, and by then no other zombie (a leader node it would
-   * replace, a lock) is left in its way. */
-  size_t n = 0;
-  for (int latches = 0; latches < 2; latches++)
-    for (size_t i = n; i < sw->nfound; i++)
-      if ((strstr(sw->found[i].path, "-latch-") != NULL) == latches) {
-        struct zkw_lock_check t = sw->found[n];
-        sw->found[n++] = sw->found[i];
-        sw->found[i] = t;
-      }
-  /* Delete phase: sessions now hold back lock requests (zkw_sweep_holding). */
-  sw->deleting = true;
-  sw->next = 0;
-  sweep_delete_next(sw);
-}
-
-static void sweep_deleted(void *arg, const struct zkw_zk_result *r);
-static void zombie_deleted(struct sweep *sw, const struct zkw_lock_check *c, int rc);
-
-static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
-  struct sweep *sw = arg;
-  struct zkw_lock_check *c = &sw->found[sw->next];
-  sw->inflight--;
-  struct zkw_lock_check now = {.path = c->path};
-  if (!sweep_result(sw, "read the lock", c->path, r->rc)) return sweep_free(sw);
-  if (r->rc == ZOK) zkw_lockcheck_fill(&now, r);
-  /* Still the same node, still stale (or still a dead session's): delete
-   * exactly that version. */
-  bool still = r->rc == ZOK && now.czxid == c->czxid &&
-               (c->zombie ? now.owner == c->owner && zkw_identity_dead_session(sw->id, now.owner) != NULL
-                          : now.tagged && strcmp(now.tag.identity, sw->id->srv->cfg->identity) == 0 &&
-                                !zkw_lockcheck_why_not(&now, sw->session_id, zkw_identity_current(sw->id)));
-  if (still && zkw_inband_delete(sw->s, c->path, now.version, sweep_deleted, sw) == 0) {
-    c->version = now.version;
-    sw->inflight++;
-    c->tag = now.tag;
-    c->owner = now.owner;
-    c->version = now.version;
-    return;
-  }
-  sw->next++;
-  sweep_delete_next(sw);
-}
-
-/* A zombie's delete got NONODE: if the JobManager's server still serves
- * the same node, it exists in that server's tree alone. */
-static void zombie_recheck(void *arg, const struct zkw_zk_result *r) {
-  struct sweep *sw = arg;
-  struct zkw_lock_check *c = &sw->found[sw->next];
-  sw->inflight--;
-  if (!sweep_result(sw, "read the zombie", c->path, r->rc)) return sweep_free(sw);
-  if (r->rc == ZOK && r->stat.czxid == c->czxid)
-    zombie_deleted(sw, c, ZNONODE);
-  else
-    zkw_log_debug("identity %s: zombie %s went before the sweep's delete", sw->id->srv->cfg->identity,
-                  c->path);
-  sw->next++;
-  sweep_delete_next(sw);
-}
-
-static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
-  struct sweep *sw = arg;
-  struct zkw_lock_check *c = &sw->found[sw->next];
-  sw->inflight--;
-  if (!sweep_result(sw, c->zombie ? "delete the zombie" : "delete the stale lock", c->path, r->rc))
-    return sweep_free(sw);
-  if (c->zombie && r->rc == ZNONODE && zkw_inband_get(sw->s, c->path, zombie_recheck, sw) == 0) {
-    sw->inflight++; /* does the JobManager's server still show it? */
-    return;
-  }
-  if (c->zombie) {
-    zombie_deleted(sw, c, r->rc);
-  } else if (r->rc == ZOK) {
-    sw->deleted++;
-    ZKW_METRIC_INC(stale_locks_swept);
-    zkw_log_info("identity %s: sweep deleted stale lock %s (incarnation %" PRIu64 ", session 0x%" PRIx64 ")",
-                 sw->id->srv->cfg->identity, c->path, c->tag.incarnation, (uint64_t)c->owner);
-    zkw_history_record(&(struct zkw_action){ZKW_HISTORY_SWEEP, c->path, c->version,
-                                            "stale lock of a superseded incarnation", c->owner,
-                                            c->tag.identity, c->tag.incarnation});
-  } else if (r->rc == ZNONODE) { /* gone before our delete: not by us */
-    zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, "delete the stale lock", c->path, r->rc, c);
-  }
-  sw->next++;
-  sweep_delete_next(sw);
-}
-
-/* A zombie of this identity deleted (or its delete failed: rc). */
-static void zombie_deleted(struct sweep *sw, const struct zkw_lock_check *c, int rc) {
-  const char *identity = sw->id->srv->cfg->identity;
-  char ended[40];
-  zkw_lockcheck_format_ms(c->dead.ended_ms, ended, sizeof ended);
-  if (rc == ZOK) {
-    sw->deleted++;
-    sw->zombies_deleted++;
-    zkw_lockcheck_zombie_deleted(identity, c, sw->s->up_name, "sweep");
-  } else if (rc == ZNONODE) {
-    /* The JobManager's server still shows it, the quorum has no such
-     * node: a zombie in one server's tree alone. Deleting cannot end it;
-     * the next sweep looks again (no retry loop). */
-    if (report_once(c->czxid)) ZKW_METRIC_INC(zombie_ephemerals);
-    zkw_log_warn("identity %s: zombie ephemeral %s of session 0x%" PRIx64 " (ended at %s) is served by %s "
-                 "alone: its delete got NONODE, the quorum has no such node; restart %s (%s)",
-                 identity, c->path, (uint64_t)c->owner, ended, sw->s->up_name, sw->s->up_name,
-                 ZKW_ZOMBIE_ADVICE);
-    if (sw->id->srv->cfg->zombie_move && sw->s->srv->cfg->upstream_count > 1) {
-      /* The JobManager's next connection goes to another server. */
-      zkw_upstream_suspect(sw->s, ZOMBIE_MOVE_MS);
-      zkw_log_warn("identity %s: %s is tried after the other servers for the next %d min "
-                   "(ZKWARDEN_ZOMBIE_MOVE=on)",
-                   identity, sw->s->up_name, ZOMBIE_MOVE_MS / 60000);
-    }
-    char why[ZKW_HISTORY_TEXT_MAX];
-    snprintf(why, sizeof why, "zombie on %.100s alone (NONODE from the quorum): not deleted", sw->s->up_name);
-    zkw_history_add(ZKW_HISTORY_ZOMBIE, c->path, why, c->owner, identity, c->dead.incarnation);
-  }
-}
-
-static void sweep_delete_next(struct sweep *sw) {
-  struct zkw_identity *id = sw->id;
-  if (id->stopping || !sw->s || sw->next >= sw->nfound || !zkw_identity_current(id)) {
-    sweep_free(sw);
-    return;
-  }
-  /* No lock request of this sidecar may be outstanding while we decide. */
-  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
-    if (zkw_session_in_barrier(s)) {
-      uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_WAIT_MS, 0);
-      return;
-    }
-  if (zkw_inband_get(sw->s, sw->found[sw->next].path, sweep_reread, sw) == 0) {
-    sw->inflight++;
-    return;
-  }
-  sw->next++;
-  sweep_delete_next(sw);
-}
-
-static void sweep_start(struct zkw_identity *id);
-
-static void sweep_wait_cb(uv_timer_t *t) {
-  struct zkw_identity *id = t->data;
-  if (current_sweep && current_sweep->id == id)
-    sweep_delete_next(current_sweep);
-  else
-    sweep_start(id);
-}
-
-/* One other identity's record read: its dead sessions. */
-static void other_record_read(void *arg, const struct zkw_zk_result *r) {
-  struct sweep_read *a = arg;
-  struct sweep *sw = a->sw;
-  sw->inflight--;
-  sw->reg_pending--;
-  struct zkw_record rec;
-  if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) {
-    for (int i = 0; i < rec.ndead; i++) {
-      if (sw->nothers == sw->capothers) {
-        size_t cap = sw->capothers ? sw->capothers * 2 : 16;
-        struct other_dead *o = realloc(sw->others, cap * sizeof *o);
-        if (!o) break;
-        sw->others = o;
-        sw->capothers = cap;
-      }
-      struct other_dead *o = &sw->others[sw->nothers++];
-      snprintf(o->identity, sizeof o->identity, "%s", a->path);
-      o->d = rec.dead_sessions[i];
-    }
-    if (rec.ndead) sw->zombies = true;
-  }
-  memset(&rec, 0, sizeof rec);
-  free(a->path);
-  free(a);
-  sweep_pump(sw);
-}
-
-/* The identities of the registry: each other one's record is read. */
-static void identities_listed(void *arg, const struct zkw_zk_result *r) {
-  struct sweep *sw = arg;
-  sw->inflight--;
-  sw->reg_pending--;
-  for (int i = 0; r->rc == ZOK && i < r->child_count; i++) {
-    const char *name = r->children[i];
-    if (strcmp(name, sw->id->srv->cfg->identity) == 0) continue;
-    char node[700];
-    snprintf(node, sizeof node, "%s/%s", sw->id->root_identities, name);
-    struct sweep_read *b = malloc(sizeof *b);
-    if (b) *b = (struct sweep_read){sw, strdup(name)};
-    if (b && b->path && zkw_zk_get(sw->id->zk, node, false, other_record_read, b) == ZOK) {
-      sw->inflight++;
-      sw->reg_pending++;
-      continue;
-    }
-    if (b) free(b->path);
-    free(b);
-  }
-  if (r->rc != ZOK && r->rc != ZNONODE)
-    zkw_log_warn("identity %s: sweep: cannot list the other identities under %s: %s (their zombies are not "
-                 "reported in this sweep)",
-                 sw->id->srv->cfg->identity, sw->id->root_identities, zkw_zk_error(r->rc));
-  sweep_pump(sw);
-}
-
 static void sweep_start(struct zkw_identity *id) {
-  const struct zkw_config *cfg = id->srv->cfg;
   if (id->sweeping || id->stopping) return;
   id->sweep_again = false;
   if (!zkw_identity_current(id)) return schedule_periodic(id);
   /* Reads and deletes go on the JobManager's session: wait for one. */
   struct zkw_session *s = jm_session(id);
-  if (!s) {
-    uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_NO_JM_MS, 0);
-    return;
+  struct zkw_scope trees;
+  zkw_identity_own_trees(id, &trees);
+  uint64_t now = now_ms();
+  if (!s) return schedule(id, SWEEP_NO_JM_MS);
+  if (!trees.count) { /* they come with the JobManager's first creates */
+    zkw_log_debug("identity %s: sweep: no own tree known yet", zkw_identity_name(id));
+    if (sweeper.first_since && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS)
+      return schedule(id, SWEEP_NO_JM_MS);
+    sweeper.first_since = 0;
+    return schedule_periodic(id);
+  }
+  /* A new incarnation's first pass waits for its recovery burst to end. */
+  if (sweeper.first_since) {
+    bool burst =
+        now - sweeper.first_since < SWEEP_QUIET_MS || recent_requests(now / BURST_SLOT_MS) > SWEEP_QUIET_MAX;
+    if (burst && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS) return schedule(id, BURST_SLOT_MS);
+    sweeper.first_since = 0;
   }
   struct sweep *sw = zkw_calloc(1, sizeof *sw);
   if (!sw) {
-    zkw_log_warn("identity %s: out of memory starting a sweep; trying again in %d ms", cfg->identity,
+    zkw_log_warn("identity %s: out of memory starting a sweep; trying again in %d ms", zkw_identity_name(id),
                  SWEEP_NO_JM_MS);
-    uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_NO_JM_MS, 0);
-    return;
+    return schedule(id, SWEEP_NO_JM_MS);
   }
   sw->id = id;
   sw->s = s;
-  sw->session_id = s->session_id;
-  zkw_session_ref(s); /* until the sweep ends or the session closes (sweep_result) */
-  for (int i = 0; i < cfg->lock_roots.count; i++)
-    if (push_path(sw, cfg->lock_roots.root[i]) != 0) break;
+  sw->t0_ms = now;
+  sw->basis = basis_of(id, s, &trees);
+  sw->batch = (struct zkw_sweep_batch){
+      .id = id, .s = s, .session_id = s->session_id, .done = pass_end, .wait = deletes_wait};
+  zkw_session_ref(s); /* until the pass ends */
   id->sweeping = true;
-  current_sweep = sw;
-  /* Zombies: this identity's dead sessions, and (for the report) the
-   * other identities' ones from their records. */
-  sw->zombies = id->dead.ndead > 0;
-  if (id->zk && id->state == ZKW_REG_OWNER &&
-      zkw_zk_children(id->zk, id->root_identities, identities_listed, sw) == ZOK) {
-    sw->inflight++;
-    sw->reg_pending++;
+  sweeper.current = sw;
+  if (plan(sw) != 0) {
+    zkw_lockcheck_step_failed(s, ZKW_HISTORY_SWEEP, "plan (out of memory) the sweep of", trees.tree[0],
+                              ZSYSTEMERROR, NULL);
+    sw->failed = true;
   }
-  sweep_pump(sw);
+  pump(sw);
+}
+
+static void sweep_wait_cb(uv_timer_t *t) {
+  struct zkw_identity *id = t->data;
+  struct sweep *sw = sweeper.current;
+  if (sw && sw->id == id && sw->batch.deleting)
+    zkw_sweepdel_next(&sw->batch);
+  else if (sw && sw->id == id)
+    pump(sw);
+  else
+    sweep_start(id);
 }
 
 void zkw_sweep_soon(struct zkw_identity *id) {
+  sweeper.began = true;
+  sweeper.first_since = now_ms();
   if (id->sweeping) {
-    id->sweep_again = true; /* a new incarnation: look again once this sweep ends */
+    id->sweep_again = true; /* a new incarnation: look again once this pass ends */
     return;
   }
-  uv_timer_start(&id->sweep_timer, sweep_wait_cb, SWEEP_SOON_MS, 0);
+  schedule(id, SWEEP_QUIET_MS);
+}
+
+/* ---- the JobManager's requests ---- */
+
+void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *req) {
+  struct zkw_identity *id = s->srv->policy;
+  if (!id || id->disabled) return;
+  count_request(now_ms());
+  zkw_sweepwatch_on_request(s, req);
+  /* A current incarnation re-attached through this sidecar (restarted):
+   * its passes begin with its first request here. */
+  if (!sweeper.began) zkw_sweep_soon(id);
+  if (req->type != ZKW_OP_MULTI) return learn(id, req->type, req->op.flags, req->op.path);
+  struct zkw_multi_iter it = zkw_multi_iter(req->op.ops);
+  struct zkw_op_req op;
+  while (zkw_multi_next_req(&it, &op) == ZKW_OK)
+    learn(id, op.type, op.flags, op.path);
+}
+
+void zkw_sweep_stop(void) {
+  free_items(sweeper.frontier, sweeper.nfrontier);
+  sweeper.frontier = NULL;
+  sweeper.nfrontier = 0;
+  sweeper.walked = false;
+  zkw_sweepwatch_reset();
 }

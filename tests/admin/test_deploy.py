@@ -323,6 +323,9 @@ def check_jobmanager_statefulset(docs, zkw_bin):
     assert flink["high-availability.zookeeper.quorum"] == "localhost:" + listen.rpartition(":")[2]
     assert flink["high-availability.zookeeper.client.ensemble-tracker"] is False
     assert flink["high-availability.type"] == "zookeeper"
+    # Its scope is its cluster's own path (issue 30: one ensemble, many clusters).
+    assert env["ZKWARDEN_LOCK_ROOTS"] == flink["high-availability.zookeeper.path.root"] + flink[
+        "high-availability.cluster-id"], env["ZKWARDEN_LOCK_ROOTS"]
     m = re.search(r"flink:(\d+)\.(\d+)", jm["image"])
     if m:  # the option exists from Flink 1.18 on
         assert (int(m.group(1)), int(m.group(2))) >= (1, 18), jm["image"]
@@ -369,6 +372,13 @@ def test_flink_operator_deployment(zkw_bin):
         assert env["ZKWARDEN_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}, role
         plain = {k: v for k, v in env.items() if isinstance(v, str)}
         plain["ZKWARDEN_IDENTITY"] = "flink-example-5d8f7c9b4-x7k2p"
+        if mode == "sidecar":
+            # Its scope is its cluster's own path: the HA cluster-id is the
+            # FlinkDeployment's name, the pods' `app` label (issue 30).
+            assert env["FLINK_CLUSTER_ID"] == {"fieldRef": {"fieldPath": "metadata.labels['app']"}}
+            assert plain["ZKWARDEN_LOCK_ROOTS"] == conf["high-availability.zookeeper.path.root"] + "/$(FLINK_CLUSTER_ID)"
+            plain["ZKWARDEN_LOCK_ROOTS"] = plain["ZKWARDEN_LOCK_ROOTS"].replace("$(FLINK_CLUSTER_ID)",
+                                                                                doc["metadata"]["name"])
         if mode == "sidecar":
             assert check_registry_secret(pod["spec"], zkw, env) == "zkwarden-registry"
             plain.pop("ZKWARDEN_REGISTRY_AUTH_FILE")  # the Secret's file is not here

@@ -34,15 +34,18 @@ def sidecar(zk, factory, identity, **env):
     return factory.start(zk, extra_env=full)
 
 
-def run_locks(zkw_bin, zk, *args, env=None, timeout=120):
+def run_locks(zkw_bin, zk, *args, env=None, timeout=120, scope="--all"):
+    """`zkwarden locks`; by default of every lock root (--all): these tests
+    arrange trees of several identities (the own trees' report:
+    test_report_reads_the_own_trees_by_default)."""
     e = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
     e.update({"ZKWARDEN_UPSTREAM": zk.hostport, "ZKWARDEN_IDENTITY": "ops-cli"})
     e.update(env or {})
-    return run_bounded([zkw_bin, "locks"] + list(args), timeout, env=e)
+    return run_bounded([zkw_bin, "locks"] + ([scope] if scope else []) + list(args), timeout, env=e)
 
 
-def locks_json(zkw_bin, zk, *args, env=None):
-    rc, out, err = run_locks(zkw_bin, zk, "--json", *args, env=env)
+def locks_json(zkw_bin, zk, *args, env=None, scope="--all"):
+    rc, out, err = run_locks(zkw_bin, zk, "--json", *args, env=env, scope=scope)
     assert rc == 0, err
     assert "AddressSanitizer" not in err and "runtime error" not in err, err
     return json.loads(out)
@@ -148,7 +151,7 @@ def test_report_names_each_lock_its_state_node_and_the_rule_verdict(tree, privat
     assert "%s  not authenticated" % tree.secret in out
 
     # The running sidecar answers the same report, without a CLI.
-    r = admin(tree.proxy).get("/v1/locks")
+    r = admin(tree.proxy).get("/v1/locks?all=1")
     assert r.status == 200 and r.headers["content-type"] == "application/json"
     live = r.json()
     keep = ("path", "state_node", "identity", "incarnation", "session", "stale", "why")
@@ -234,7 +237,7 @@ def test_big_tree_within_seconds(private_zk, zkw_bin, kazoo_factory, zkwarden_fa
     assert doc["seconds"] < max(15.0, n / 2000.0)
     proxy = sidecar(private_zk, zkwarden_factory, "jm-big-view")
     t0 = time.monotonic()
-    r = admin(proxy).get("/v1/locks", timeout=60)
+    r = admin(proxy).get("/v1/locks?all", timeout=60)
     live_took = time.monotonic() - t0
     print("big tree: GET /v1/locks %.2f s" % live_took)
     assert r.status == 200 and r.json()["summary"]["locks"] == n

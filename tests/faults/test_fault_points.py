@@ -9,7 +9,8 @@ each kind a JobManager's life through a sidecar is run again and again with
 N = 1, 2, ... until a run completes with nothing injected. The life
 (`lifecycle`): an incarnation begins (fence of nothing, registry record),
 a reclaim at create, a reclaim at delete in both Flink layouts, a sweep
-deleting a stale lock, a session move (issue 22: the connection to the
+deleting a stale lock (a walk of the own tree, setting its watch), a
+periodic pass reading what changed and deleting a stale lock that appeared, a session move (issue 22: the connection to the
 server is reset under a session with an auth and a watch, zkwarden
 re-attaches it), a second incarnation fencing the first, and an orphan
 fence of a JobManager whose connection went away. After every run:
@@ -141,9 +142,16 @@ def lifecycle(proxy, direct, identity, out, rotate=False, relay=None):
         out.call("delete own lock", jm.delete_async(mine))
         out.call("delete locks (1.15)", jm.delete_async(lock_115))
         out.call("delete state (1.7)", jm.delete_async(state_17))
-        # The sweep (1 s after the incarnation began) deletes the last one.
+        # The sweep (once the incarnation's requests calm down) deletes the last one.
         deadline = time.monotonic() + 2.5
         while time.monotonic() < deadline and direct.exists(swept) is not None:
+            time.sleep(0.05)
+        # A periodic pass (every second) reads only what changed since that
+        # walk, told by its watch: a stale lock that appears meanwhile.
+        changed = "%s/checkpoints/%019d/locks/%s" % (base, 4, uuid.uuid4())
+        direct.create(changed, forged_tag(identity, 0), ephemeral=True, makepath=True)
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline and direct.exists(changed) is not None:
             time.sleep(0.05)
         move(proxy, relay, jm, direct, base, out)
         # A second incarnation (a restarted JobManager) fences the first.
@@ -204,7 +212,7 @@ def one_run_with(tmp_path, binary, zk, kind, n, certs=None, code=""):
     (injected, calls of kind, {point: number of its first call})."""
     identity = "faults-%d-%d" % (os.getpid(), next(IDENTITY_SEQ))
     env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_ORPHAN_GRACE_MS": "300",
-           "ZKWARDEN_FENCE_TIMEOUT_MS": "2000", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+           "ZKWARDEN_FENCE_TIMEOUT_MS": "2000", "ZKWARDEN_SWEEP_INTERVAL_S": "1",
            "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0"}
     if n:
         env["ZKW_TEST_FAULT"] = "%s:%d%s" % (kind, n, code)

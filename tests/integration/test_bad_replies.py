@@ -401,8 +401,11 @@ def test_broken_reply_to_a_lock_create_in_sidecar_mode(fake, zkwarden_factory, k
     """In sidecar mode a lock create is held behind a barrier and its reply
     may start a reclaim: a broken reply there closes that connection just the
     same, and the next incarnation works."""
+    # The lock lies right under its lock root: no own tree is learned from it,
+    # so the registry record never names /fault/truncated (which the fake
+    # would answer broken too).
     proxy = zkwarden_factory.start(fake.hostport, extra_env={
-        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_LOCK_ROOTS": "/fault", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_LOCK_ROOTS": "/fault/truncated", "ZKWARDEN_SWEEP_INTERVAL_S": "0",
         "ZKWARDEN_MAX_REPLY_FRAME": str(MAX_REPLY)})
     lock = "/fault/truncated/%s" % uuid.uuid4()
     sock = socket.create_connection((HOST, proxy.port), timeout=30)

@@ -305,6 +305,9 @@ def test_orphaned_stale_lock_is_swept(kind, private_zk, zkwarden_factory, kazoo_
     ghost.create(orphan, forged_tag("jm-0", 0), ephemeral=True, makepath=True)
     jm = kazoo_factory(hostport)
     new_latch(jm)  # incarnation 1
+    # Its recovery locks another checkpoint of the job: /flink/c1 is its own tree.
+    jm.create("/flink/c1/jobs/%s/checkpoints/%019d/locks/%s" % ("d" * 32, 2, new_uuid()), b"127.0.0.1",
+              ephemeral=True, makepath=True)
     if kind == "direct":
         with pytest.raises(NotEmptyError):
             jm.delete(state)
@@ -328,6 +331,9 @@ def test_sweep_and_reclaim_leave_what_is_not_a_stale_lock(private_zk, zkwarden_f
     other.create(persistent_tagged, forged_tag("jm-0", 0), makepath=True)
     jm = kazoo_factory(hostport)
     new_latch(jm)  # incarnation 1
+    # Its recovery locks another checkpoint of the job: /flink/c1 is its own tree.
+    jm.create("/flink/c1/jobs/%s/checkpoints/%019d/locks/%s" % ("e" * 32, 3, new_uuid()), b"127.0.0.1",
+              ephemeral=True, makepath=True)
     # Sweeps run at the start of the incarnation, then every second: wait for two.
     wait_until(lambda: proxy.stderr().count("sweep done") >= 2, 15, what="two sweeps")
     mine = "%s/%s" % (state, new_uuid())

@@ -283,8 +283,10 @@ def test_reclaim_at_create(secured, zkwarden_factory, kazoo_factory):
 @pytest.mark.zkwarden
 def test_sweep_of_a_leftover_lock(secured, zkwarden_factory, kazoo_factory):
     """A stale lock the ensemble failed to remove: swept in-band."""
-    proxy, identity = sidecar(secured, zkwarden_factory, ZKWARDEN_SWEEP_INTERVAL_S=1)
     state, locks = checkpoint(secured.mode, "1.15")
+    # Its latch lies elsewhere: the checkpoint's cluster is named as its tree.
+    proxy, identity = sidecar(secured, zkwarden_factory, ZKWARDEN_SWEEP_INTERVAL_S=1,
+                              ZKWARDEN_SWEEP_TREES="/".join(state.split("/")[:3]))
     ghost = secured.client(kazoo_factory, secured.zk.hostport)
     orphan = "%s/%s" % (locks, new_uuid())
     ghost.create(orphan, forged_tag(identity, 0), ephemeral=True, makepath=True)

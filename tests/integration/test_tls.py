@@ -311,11 +311,11 @@ def test_lock_report_under_tls(certs, tls_zk, zkwarden_factory, kazoo_factory, t
         cli_env = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
         cli_env.update(env)
         cli_env.update({"ZKWARDEN_UPSTREAM": srv.hostport, "ZKWARDEN_IDENTITY": "ops-cli"})
-        rc, out, err = run_bounded([default_zkwarden_bin(), "locks", "--json"], 60, env=cli_env)
+        rc, out, err = run_bounded([default_zkwarden_bin(), "locks", "--all", "--json"], 60, env=cli_env)
         assert rc == 0, err
         assert "AddressSanitizer" not in err and "runtime error" not in err, err
         check(json.loads(out), "zkwarden locks")
-        rc, out, err = run_bounded([default_zkwarden_bin(), "locks"], 60, env=cli_env)
+        rc, out, err = run_bounded([default_zkwarden_bin(), "locks", "--all"], 60, env=cli_env)
         assert rc == 0 and "3 lock(s): 1 stale, 0 untagged" in out, (out, err)
         # Never plaintext: the server name must match, the CA must be trusted.
         rc, out, err = run_bounded([default_zkwarden_bin(), "locks", "--json"], 60,

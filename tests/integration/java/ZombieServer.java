@@ -8,7 +8,11 @@
 // usage: ZombieServer ZOO_CFG REPLY_FILE
 // Commands on stdin, one a line; each is answered by one line appended to
 // REPLY_FILE ("<n> ok <path>" or "<n> error <text>", n counted from 1):
-//   zombie PATH OWNER_HEX DATA_HEX|-|~ create PATH owned by session OWNER (data: null, empty)
+//   zombie PATH OWNER_HEX DATA_HEX|-|~ [CTIME_MS]
+//                                       create PATH owned by session OWNER (data: null, empty),
+//                                       created at CTIME_MS (default now)
+//   bulk ROOT CLUSTERS PER              other clusters' trees: ROOT/cluster-NNN/jobs/jNNNNNN, PER
+//                                       nodes each (issue 30: a sidecar reads none of them)
 //   ready                               answers once this server serves requests
 import java.io.BufferedReader;
 import java.io.FileWriter;
@@ -96,15 +100,34 @@ public class ZombieServer {
         if (zks == null || !zks.isRunning()) throw new IllegalStateException("not serving yet");
         if (w[0].equals("ready")) {
           reply.println(n + " ok ready");
-        } else if (w[0].equals("zombie") && w.length == 4) {
+        } else if (w[0].equals("zombie") && (w.length == 4 || w.length == 5)) {
           DataTree tree = zks.getZKDatabase().getDataTree();
           long owner = Long.parseUnsignedLong(w[2], 16);
           // The node as a create by session `owner` would have left it: in
           // the tree and in the session's ephemeral set, but with no session.
           long zxid = zks.getZKDatabase().getDataTreeLastProcessedZxid();
-          tree.createNode(w[1], hex(w[3]), ZooDefs.Ids.OPEN_ACL_UNSAFE, owner, -1, zxid,
-              System.currentTimeMillis());
+          long ctime = w.length == 5 ? Long.parseLong(w[4]) : System.currentTimeMillis();
+          tree.createNode(w[1], hex(w[3]), ZooDefs.Ids.OPEN_ACL_UNSAFE, owner, -1, zxid, ctime);
           reply.println(n + " ok " + w[1]);
+        } else if (w[0].equals("bulk") && w.length == 4) {
+          // Other clusters' trees, put straight into the tree (a test's
+          // hundreds of thousands of nodes in a second): under w[1], w[2]
+          // clusters, each cluster-NNN/jobs/jNNNNNN with w[3] nodes in all.
+          DataTree tree = zks.getZKDatabase().getDataTree();
+          long zxid = zks.getZKDatabase().getDataTreeLastProcessedZxid();
+          long now = System.currentTimeMillis();
+          int clusters = Integer.parseInt(w[2]), per = Integer.parseInt(w[3]);
+          if (tree.getNode(w[1]) == null)
+            tree.createNode(w[1], new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, -1, zxid, now);
+          for (int c = 0; c < clusters; c++) {
+            String cl = String.format("%s/cluster-%03d", w[1], c);
+            tree.createNode(cl, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, -1, zxid, now);
+            tree.createNode(cl + "/jobs", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, 0, -1, zxid, now);
+            for (int i = 0; i < per - 2; i++)
+              tree.createNode(String.format("%s/jobs/j%06d", cl, i), new byte[] {1}, ZooDefs.Ids.OPEN_ACL_UNSAFE,
+                  0, -1, zxid, now);
+          }
+          reply.println(n + " ok " + (long) clusters * per);
         } else {
           reply.println(n + " error unknown command: " + line);
         }

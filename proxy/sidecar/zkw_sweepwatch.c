@@ -1,0 +1,311 @@
+/* zkw_sweepwatch.c: the sweep's persistent recursive watch on the own trees
+ * (see zkw_sweepwatch.h): setting it in-band, answering its notifications
+ * (passed on only when the JobManager's own watches asked for them), the
+ * paths they name kept for the next pass, and which servers can take it. */
+#include "zkw_fault.h"
+#include "zkw_sweepwatch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkw_config.h"
+#include "zkw_hooks.h"
+#include "zkw_inband.h"
+#include "zkw_log.h"
+#include "zkw_relay.h"
+#include "zkw_zk.h"
+
+#define WATCH_RECURSIVE 1 /* addWatch mode: persistent recursive */
+
+/* Trees below "/": any absolute path (for the scopes of trees asked and set). */
+static const struct zkw_lock_roots ANY_ROOT = {1, {"/"}};
+
+enum { VERSION_UNKNOWN, VERSION_OLD, VERSION_NEW };
+
+/* One path kept: created or changed below a watched tree since it was set. */
+struct kept {
+  struct kept *next;
+  uint32_t hash;
+  uint32_t len;
+  char path[];
+};
+
+static struct {
+  uint64_t conn;    /* the connection the watch is set on (0: none) */
+  uint64_t move_t0; /* its last move then: a move drops the watch */
+  struct zkw_scope asked, armed;
+  unsigned gen;  /* bumped when the watch is dropped: late replies are ignored */
+  bool spoiled;  /* something may have been missed since it was set */
+  bool overflow; /* more than ZKW_SWEEPWATCH_MAX paths: forgotten */
+  struct kept **bucket;
+  uint32_t nbuckets;
+  size_t count;
+  uint8_t version[ZKW_MAX_UPSTREAMS];
+  uint32_t refused; /* bit i: server i answered addWatch with UNIMPLEMENTED */
+} w;
+
+static uint32_t hash_path(const char *p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (uint8_t)p[i]) * 16777619u;
+  return h;
+}
+
+static void forget_kept(void) {
+  for (uint32_t i = 0; i < w.nbuckets; i++)
+    for (struct kept *e = w.bucket[i], *next; e; e = next) {
+      next = e->next;
+      free(e);
+    }
+  free(w.bucket);
+  w.bucket = NULL;
+  w.nbuckets = 0;
+  w.count = 0;
+}
+
+/* No watch any more (a new one is set before the next walk). */
+static void drop(void) {
+  forget_kept();
+  w.conn = 0;
+  w.asked.count = w.armed.count = 0;
+  w.gen++;
+  w.spoiled = w.overflow = false;
+}
+
+void zkw_sweepwatch_reset(void) {
+  drop();
+}
+
+static struct kept **slot(const char *p, size_t n, uint32_t h) {
+  struct kept **pp = &w.bucket[h & (w.nbuckets - 1)];
+  while (*pp && ((*pp)->hash != h || (*pp)->len != n || memcmp((*pp)->path, p, n) != 0))
+    pp = &(*pp)->next;
+  return pp;
+}
+
+/* Keeps a path; past the bound, or out of memory, the set is forgotten and
+ * the next pass walks. */
+static void keep(const char *p, size_t n) {
+  if (w.overflow) return;
+  if (w.count >= ZKW_SWEEPWATCH_MAX) {
+    zkw_log_info("sweep: more than %d nodes changed in the own trees since the last pass: the next pass "
+                 "walks them",
+                 ZKW_SWEEPWATCH_MAX);
+    forget_kept();
+    w.overflow = true;
+    return;
+  }
+  if (!w.bucket || w.count >= w.nbuckets) {
+    uint32_t nb = w.nbuckets ? w.nbuckets * 2 : 64;
+    struct kept **b = zkw_calloc(nb, sizeof *b);
+    if (!b) {
+      forget_kept();
+      w.overflow = true;
+      return;
+    }
+    for (uint32_t i = 0; i < w.nbuckets; i++)
+      for (struct kept *e = w.bucket[i], *next; e; e = next) {
+        next = e->next;
+        e->next = b[e->hash & (nb - 1)];
+        b[e->hash & (nb - 1)] = e;
+      }
+    free(w.bucket);
+    w.bucket = b;
+    w.nbuckets = nb;
+  }
+  uint32_t h = hash_path(p, n);
+  struct kept **pp = slot(p, n, h);
+  if (*pp) return;
+  struct kept *e = zkw_malloc(sizeof *e + n + 1);
+  if (!e) {
+    forget_kept();
+    w.overflow = true;
+    return;
+  }
+  *e = (struct kept){.hash = h, .len = (uint32_t)n};
+  memcpy(e->path, p, n);
+  e->path[n] = 0;
+  *pp = e;
+  w.count++;
+}
+
+static void unkeep(const char *p, size_t n) {
+  if (!w.bucket) return;
+  struct kept **pp = slot(p, n, hash_path(p, n));
+  struct kept *e = *pp;
+  if (!e) return;
+  *pp = e->next;
+  free(e);
+  w.count--;
+}
+
+/* ---- which servers take addWatch ---- */
+
+void zkw_sweepwatch_server_answer(uint32_t idx, const char *answer) {
+  const char *v = strstr(answer, "Zookeeper version: ");
+  int major, minor;
+  if (idx >= ZKW_MAX_UPSTREAMS || !v || sscanf(v + 19, "%d.%d", &major, &minor) != 2) return;
+  w.version[idx] = major > 3 || (major == 3 && minor >= 6) ? VERSION_NEW : VERSION_OLD;
+}
+
+/* The session's server takes addWatch: known to (3.6+), or unknown while
+ * every server known is (one ensemble, one version), and never refused it. */
+static bool supported(const struct zkw_session *s) {
+  uint32_t idx = s->up_idx;
+  if (idx >= ZKW_MAX_UPSTREAMS || (w.refused & (1u << idx))) return false;
+  if (w.version[idx] != VERSION_UNKNOWN) return w.version[idx] == VERSION_NEW;
+  bool any_new = false;
+  for (int i = 0; i < ZKW_MAX_UPSTREAMS; i++) {
+    if (w.version[i] == VERSION_OLD) return false;
+    any_new |= w.version[i] == VERSION_NEW;
+  }
+  return any_new;
+}
+
+/* ---- setting the watch ---- */
+
+struct arm_arg {
+  unsigned gen;
+  uint32_t idx;
+  char tree[ZKW_SCOPE_PATH_MAX];
+};
+
+static void armed_cb(void *arg, const struct zkw_zk_result *r) {
+  struct arm_arg *a = arg;
+  if (a->gen == w.gen) {
+    if (r->rc == ZOK) {
+      (void)zkw_scope_add(&w.armed, &ANY_ROOT, a->tree);
+    } else {
+      w.spoiled = true;
+      if (r->rc == ZUNIMPLEMENTED && a->idx < ZKW_MAX_UPSTREAMS) {
+        w.refused |= 1u << a->idx;
+        zkw_log_warn("sweep: upstream server #%u refused addWatch (ZooKeeper older than 3.6): every sweep "
+                     "pass through it walks the own trees",
+                     a->idx + 1);
+      } else {
+        zkw_log_debug("sweep: addWatch %s failed: %s", a->tree, zkw_zk_error(r->rc));
+      }
+    }
+  }
+  free(a);
+}
+
+bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_scope *trees) {
+  if (!s->srv->cfg->sweep_watch || !supported(s)) {
+    drop();
+    return false;
+  }
+  if (w.conn != s->conn || w.move_t0 != s->move_t0 || w.spoiled || w.overflow) {
+    drop();
+    w.conn = s->conn;
+    w.move_t0 = s->move_t0;
+  }
+  forget_kept(); /* the walk reads it all */
+  for (int i = 0; i < trees->count; i++) {
+    const char *tree = trees->tree[i];
+    if (zkw_scope_covers(&w.asked, tree, strlen(tree))) continue;
+    struct arm_arg *a = zkw_malloc(sizeof *a);
+    if (a) {
+      *a = (struct arm_arg){.gen = w.gen, .idx = s->up_idx};
+      snprintf(a->tree, sizeof a->tree, "%s", tree);
+    }
+    if (!a || zkw_inband_add_watch(s, tree, WATCH_RECURSIVE, armed_cb, a) != 0) {
+      free(a);
+      drop();
+      return false;
+    }
+    (void)zkw_scope_add(&w.asked, &ANY_ROOT, tree);
+  }
+  return true;
+}
+
+bool zkw_sweepwatch_complete(const struct zkw_session *s, const struct zkw_scope *trees) {
+  if (!w.conn || s->conn != w.conn || s->move_t0 != w.move_t0 || s->moving || w.spoiled || w.overflow)
+    return false;
+  for (int i = 0; i < trees->count; i++)
+    if (!zkw_scope_covers(&w.armed, trees->tree[i], strlen(trees->tree[i]))) return false;
+  return true;
+}
+
+int zkw_sweepwatch_take(char ***paths, size_t *n) {
+  *paths = NULL;
+  *n = 0;
+  if (!w.count) return 0;
+  char **out = zkw_malloc(w.count * sizeof *out);
+  if (!out) {
+    w.spoiled = true;
+    return -ENOMEM;
+  }
+  size_t k = 0;
+  for (uint32_t i = 0; i < w.nbuckets; i++)
+    for (struct kept *e = w.bucket[i], *next; e; e = next) {
+      next = e->next;
+      memmove(e, e->path, e->len + 1); /* the block becomes the string */
+      out[k++] = (char *)e;
+    }
+  free(w.bucket);
+  w.bucket = NULL;
+  w.nbuckets = 0;
+  w.count = 0;
+  *paths = out;
+  *n = k;
+  return 0;
+}
+
+/* ---- the notifications ---- */
+
+/* True if the JobManager's own watches (its table, as the relay keeps it)
+ * ask for this event. */
+static bool client_wants(const struct zkw_session *s, const struct zkw_watcher_event *ev) {
+  if (s->watches.lost) return true; /* its table is incomplete: every notification goes on */
+  const char *p = (const char *)ev->path.p;
+  size_t n = (size_t)ev->path.len;
+  unsigned k = zkw_watches_kinds(&s->watches, p, n), want;
+  switch (ev->type) {
+  case 1: /* NodeCreated */
+    want = ZKW_WATCH_EXIST | ZKW_WATCH_PERSISTENT;
+    break;
+  case 2: /* NodeDeleted */
+    want = ZKW_WATCH_DATA | ZKW_WATCH_EXIST | ZKW_WATCH_CHILD | ZKW_WATCH_PERSISTENT;
+    break;
+  case 3: /* NodeDataChanged */
+    want = ZKW_WATCH_DATA | ZKW_WATCH_EXIST | ZKW_WATCH_PERSISTENT;
+    break;
+  default:
+    return true;
+  }
+  if (k & want) return true;
+  /* A persistent recursive watch of its own on the path or above it. */
+  for (size_t i = n; i > 0; i--)
+    if ((i == n || p[i] == '/') && (zkw_watches_kinds(&s->watches, p, i) & ZKW_WATCH_RECURSIVE)) return true;
+  return (zkw_watches_kinds(&s->watches, "/", 1) & ZKW_WATCH_RECURSIVE) != 0;
+}
+
+int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watcher_event *ev) {
+  if (!w.conn || s->conn != w.conn || ev->type < 1 || ev->type > 3 || ev->path.len <= 0) return ZKW_FORWARD;
+  const char *p = (const char *)ev->path.p;
+  size_t n = (size_t)ev->path.len;
+  if (!zkw_scope_covers(&w.armed, p, n)) return ZKW_FORWARD;
+  if (ev->type == 2)
+    unkeep(p, n);
+  else
+    keep(p, n);
+  return client_wants(s, ev) ? ZKW_FORWARD : ZKW_DROP;
+}
+
+void zkw_sweepwatch_on_request(const struct zkw_session *s, const struct zkw_request *req) {
+  if (!w.conn || s->conn != w.conn || req->op.path.len <= 0) return;
+  bool touches = req->type == ZKW_OP_ADD_WATCH || req->type == ZKW_OP_REMOVE_WATCHES ||
+                 ((req->type == ZKW_OP_EXISTS || req->type == ZKW_OP_GET_DATA) && req->op.watch);
+  if (!touches) return;
+  for (int i = 0; i < w.asked.count; i++)
+    if ((size_t)req->op.path.len == strlen(w.asked.tree[i]) &&
+        memcmp(req->op.path.p, w.asked.tree[i], (size_t)req->op.path.len) == 0) {
+      zkw_log_debug("sweep: the JobManager sets or removes a watch on %s, which the sweep watches: the next "
+                    "pass walks",
+                    w.asked.tree[i]);
+      w.spoiled = true;
+    }
+}

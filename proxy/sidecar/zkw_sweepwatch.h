@@ -1,0 +1,61 @@
+/* zkw_sweepwatch.h: what changed in the own trees since the last sweep
+ * pass, told by the ensemble itself (zkw_sweepwatch.c), so that a periodic
+ * pass reads what changed and not the whole tree.
+ *
+ * A persistent recursive watch (addWatch mode 1, ZooKeeper 3.6+) on each own
+ * tree, set in-band on the JobManager's connection before a full walk of
+ * them: from then on the server notifies that connection of every node
+ * created, deleted or changed below the trees. zkwarden answers those
+ * notifications alone: one is passed to the JobManager only when a watch of
+ * its own asked for it (its watch table, zkw_watches.h), else dropped; the
+ * paths created or changed are kept (a bounded set) for the next pass.
+ *
+ * The watch is only as good as its connection: it is not used once the
+ * session moved to another server or the JobManager reconnected (a new
+ * connection), once the JobManager set, removed or replaced a watch on a
+ * tree's own path (ZooKeeper up to 3.8 keeps one watch mode per path and
+ * connection), or once the set overflowed; the next pass then walks the
+ * trees again and sets it again. An older server (3.5) closes a connection
+ * that sends addWatch, so the watch is set only where the servers are known
+ * to be 3.6 or newer (their `srvr` answers, from the readiness probe) and
+ * never again on a server that refused it; elsewhere every pass is a walk. */
+#ifndef ZKW_SWEEPWATCH_H
+#define ZKW_SWEEPWATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zkw_codec.h"
+#include "zkw_scope.h"
+
+struct zkw_session;
+
+#define ZKW_SWEEPWATCH_MAX 16384 /* paths kept between passes; more: the next pass walks */
+
+/* A server's answer to `srvr` (the readiness probe, zkw_health.c): its
+ * version, by its index in ZKWARDEN_UPSTREAM. */
+void zkw_sweepwatch_server_answer(uint32_t idx, const char *answer);
+
+/* Before a walk of trees on s: the watch is set on each tree not yet
+ * watched there (in-band, ahead of the walk's reads), and what was kept is
+ * forgotten (the walk reads it all). False when no watch can be had here
+ * (an older or unknown server, or a request that could not be sent). */
+bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_scope *trees);
+/* True while every tree of trees is watched on s and nothing was missed
+ * since it was set: a pass may read only what the watch kept. */
+bool zkw_sweepwatch_complete(const struct zkw_session *s, const struct zkw_scope *trees);
+/* Hands over the paths kept since the last call (the caller frees each and
+ * the array; *n may be 0). Returns 0, or -ENOMEM (nothing handed over, the
+ * watch counts as not complete). */
+int zkw_sweepwatch_take(char ***paths, size_t *n) __attribute__((warn_unused_result));
+/* A notification on a session: ZKW_FORWARD, or ZKW_DROP when only the
+ * watch asked for it (zkw_hooks.h on_notification). */
+int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watcher_event *ev);
+/* A request of the JobManager: one that sets, removes or replaces a watch
+ * on a tree's own path spoils the watch. */
+void zkw_sweepwatch_on_request(const struct zkw_session *s, const struct zkw_request *req);
+/* Forgets everything (the identity stops). */
+void zkw_sweepwatch_reset(void);
+
+#endif

@@ -1,0 +1,327 @@
+"""A sidecar costs what its own cluster costs (issue 30), and dead sessions
+are proven before anything they own is deleted (issue 29, item 10).
+
+One ZooKeeper serves many Flink clusters, each under /flink/<cluster-id>.
+The sweep reads only its identity's own trees: the parents of the ephemerals
+its JobManager creates, merged into the cluster's tree and kept in the
+registry record. The server's own count of the packets it received (`mntr`
+zk_packets_received) is the measure of what the sweep costs the ensemble.
+
+- Past ZKW_SCOPE_FOREIGN_N (default 200,000) nodes of 100 other clusters, the
+  pass after a restarted JobManager's new incarnation deletes its zombies and
+  its stale lock, reads no node of another cluster (a node there that would
+  be a stale lock of this identity is left alone: it is never read), and
+  costs the server about the own tree's size. Before issue 30 the sweep walked
+  all of /flink and stopped at 200,000 nodes without saying so.
+- A periodic pass of an unchanged tree costs the server under a tenth of a
+  walk's reads (ZKWARDEN_SWEEP_WATCH on vs off); what changed is read, and a
+  stale lock that appears is found.
+- A pass that reaches ZKWARDEN_SWEEP_MAX_NODES says so (warn, metric, a
+  sweep_incomplete row) and the next one goes on from there.
+- A registry record anyone could write, listing the current session and a
+  session still alive as dead: nothing of either is deleted, by the sweep or
+  by a reclaim at delete."""
+
+import json
+import os
+import re
+import time
+import uuid
+
+import pytest
+from kazoo.exceptions import NotEmptyError
+
+from checkpoints import forged_tag
+from test_zombies import ZombieZk, crashed_jm
+from zkharness import ZkServer, four_letter, wait_until
+
+pytestmark = pytest.mark.zkwarden
+
+FOREIGN_N = int(os.environ.get("ZKW_SCOPE_FOREIGN_N", "200000"))
+
+
+def packets(zk):
+    """The server's count of the packets it received (mntr)."""
+    text = four_letter(zk.port, "mntr").decode()
+    return int(re.search(r"zk_packets_received\s+(\d+)", text).group(1))
+
+
+def count_nodes(client, root):
+    n, todo = 0, [root]
+    while todo:
+        p = todo.pop()
+        n += 1
+        todo += ["%s/%s" % (p, c) for c in client.get_children(p)]
+    return n
+
+
+def job_id(j):
+    return "%032x" % (0xa5b1c0de0000 + j)
+
+
+def checkpoint_locks(cluster, j, n):
+    return "%s/jobs/%s/checkpoints/%019d/locks" % (cluster, job_id(j), n)
+
+
+def make_jobs(client, cluster, jobs, checkpoints):
+    """A session cluster's persistent nodes (its JobManager made them in an
+    earlier life): per job its checkpoints, each with its `locks` container."""
+    paths = [cluster, cluster + "/jobs"]
+    for j in range(jobs):
+        job = "%s/jobs/%s" % (cluster, job_id(j))
+        paths += [job, job + "/checkpoints"]
+        for n in range(1, checkpoints + 1):
+            locks = checkpoint_locks(cluster, j, n)
+            paths += [locks.rsplit("/", 1)[0], locks]
+    client.ensure_path("/flink")
+    t = client.transaction()
+    for p in paths:
+        t.create(p, b"h")
+    res = t.commit()
+    assert all(isinstance(r, str) for r in res), res
+
+
+def sweeps(proxy, since=0):
+    return proxy.stderr()[since:].count("sweep done")
+
+
+def stop(factory, proxy):
+    assert not proxy.stop(), proxy.stderr()[-3000:]
+    factory.procs.remove(proxy)
+
+
+def ready(proxy):
+    try:
+        return proxy.admin_get("/readyz")[0] == 200
+    except OSError:  # the admin port opens once the registry session started
+        return False
+
+
+def sidecar(factory, zk, identity, **env):
+    full = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    full.update({k: str(v) for k, v in env.items()})
+    return factory.start(zk, extra_env=full)
+
+
+@pytest.fixture
+def crowded_zk(tmp_path, java_classes):
+    """The zombie harness (test_zombies.py), with mntr."""
+    zk = ZombieZk(tmp_path / "zk", java_classes, tick_ms=200, min_session_ms=1000,
+                  four_letter_words="srvr,ruok,stat,mntr")
+    zk.start()
+    yield zk
+    zk.stop()
+
+
+def test_own_tree_past_other_clusters_is_swept_and_nothing_else_read(crowded_zk, zkwarden_factory,
+                                                                      kazoo_factory):
+    zk = crowded_zk
+    t0 = time.monotonic()
+    zk.command("bulk /flink 100 %d" % (FOREIGN_N // 100), timeout=120)
+    made = time.monotonic() - t0
+    client = kazoo_factory(zk.hostport)
+    me = "scope-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    proxy = sidecar(zkwarden_factory, zk, me, ZKWARDEN_ORPHAN_GRACE_MS=500)
+    cluster = "/flink/zz-%s" % uuid.uuid4().hex[:8]  # after the others, in any order
+    make_jobs(client, cluster, 10, 10)
+    locks = ["%s/%s" % (checkpoint_locks(cluster, j, n), uuid.uuid4()) for j in range(10) for n in range(1, 11)]
+
+    # JobManager #0 (its own process) locks every checkpoint, and is killed -9;
+    # its sidecar fences the orphan: the session zkwarden saw end.
+    info, born = crashed_jm(proxy.hostport, cluster + "/leader/latch", *locks)
+    wait_until(lambda: proxy.metric("zkwarden_orphans_fenced_total") == 1, 20, what="the orphan fence")
+    wait_until(lambda: client.exists(info["latch"]) is None, 10, what="the fenced session's latch to go")
+    record = client.get("/zkwarden/identities/" + me)[0]
+    assert b"\ntree=%s\n" % cluster.encode() in record, record  # learned, kept for the next incarnation
+
+    # The ensemble keeps some of them (zombies): the latch and two locks.
+    zombies = [info["latch"], locks[0], locks[57]]
+    for p in zombies:
+        zk.zombie(p, info["session"], b"" if p == info["latch"] else b"127.0.0.1", born)
+    # A stale lock of incarnation 1 on a live session the fence never saw.
+    ghost = kazoo_factory(zk.hostport)
+    stale = "%s/%s" % (checkpoint_locks(cluster, 3, 5), uuid.uuid4())
+    ghost.create(stale, forged_tag(me, 1, session=ghost.client_id[0]), ephemeral=True)
+    # The same in another cluster's tree: never read, so never deleted.
+    canary = "/flink/cluster-042/jobs/%s" % uuid.uuid4()
+    ghost.create(canary, forged_tag(me, 1, session=ghost.client_id[0]), ephemeral=True)
+    own = count_nodes(client, cluster)
+
+    # JobManager #1: a new incarnation; its sweep.
+    before = packets(zk)
+    jm = kazoo_factory(proxy.hostport)
+    jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True)
+    wait_until(lambda: sweeps(proxy) >= 1, 60, what="the new incarnation's sweep")
+    cost = packets(zk) - before
+    reads = proxy.metric("zkwarden_sweep_last_pass_reads")
+    print("%d foreign nodes made in %.1f s; own tree %d nodes; sweep read %d, the server received %d packets"
+          % (FOREIGN_N + 200, made, own, reads, cost))
+    for p in zombies + [stale]:
+        assert client.exists(p) is None, p
+    assert client.exists(canary) is not None
+    assert proxy.metric("zkwarden_zombie_ephemerals_total") == len(zombies)
+    assert proxy.metric("zkwarden_stale_locks_swept_total") == 1
+    assert proxy.metric("zkwarden_sweep_incomplete_total") == 0
+    # It read its own tree (and the latch the new JobManager added), nothing else.
+    assert reads <= own + 1, (reads, own)
+    assert cost < own + 100, (cost, own)  # the JobManager's latch, pings and the registry's few beside it
+    assert "cluster-" not in proxy.stderr()
+
+
+def test_periodic_pass_of_an_unchanged_tree_costs_a_tenth_of_a_walk(tmp_path, zkwarden_factory,
+                                                                      kazoo_factory):
+    zk = ZkServer(tmp_path / "zk", four_letter_words="srvr,ruok,stat,mntr")
+    zk.start()
+    try:
+        client = kazoo_factory(zk.hostport)
+        costs = {}
+        for watch in ("off", "on"):
+            me = "periodic-%s-%d-%s" % (watch, os.getpid(), uuid.uuid4().hex[:6])
+            cluster = "/flink/p-%s" % uuid.uuid4().hex[:8]
+            make_jobs(client, cluster, 30, 10)
+            proxy = sidecar(zkwarden_factory, zk, me, ZKWARDEN_SWEEP_INTERVAL_S=1, ZKWARDEN_SWEEP_WATCH=watch)
+            jm = kazoo_factory(proxy.hostport)
+            jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True,
+                      sequence=True, makepath=True)
+            for j in range(30):
+                for n in range(1, 11):
+                    jm.create("%s/%s" % (checkpoint_locks(cluster, j, n), uuid.uuid4()), b"127.0.0.1",
+                              ephemeral=True)
+            own = count_nodes(client, cluster)
+            # A pass between two others: what one periodic pass costs the server.
+            first = wait_until(lambda: sweeps(proxy) >= 2 and sweeps(proxy), 30, what="two passes")
+            wait_until(lambda: sweeps(proxy) > first, 10, interval=0.01, what="a pass")
+            before = packets(zk)
+            now = sweeps(proxy)
+            wait_until(lambda: sweeps(proxy) > now, 10, interval=0.01, what="the next pass")
+            costs[watch] = packets(zk) - before
+            print("watch %s: own tree %d nodes; a periodic pass costs the server %d packets (last pass read %d)"
+                  % (watch, own, costs[watch], proxy.metric("zkwarden_sweep_last_pass_reads")))
+            if watch == "on":
+                assert proxy.metric("zkwarden_sweep_change_passes_total") >= 1
+                assert proxy.metric("zkwarden_sweep_last_pass_reads") == 0
+                # What changes is read: a stale lock of an earlier incarnation
+                # appears (the ensemble-bug case) and the next pass finds it.
+                ghost = kazoo_factory(zk.hostport)
+                stale = "%s/%s" % (checkpoint_locks(cluster, 7, 3), uuid.uuid4())
+                ghost.create(stale, forged_tag(me, 0, session=ghost.client_id[0]), ephemeral=True)
+                wait_until(lambda: client.exists(stale) is None, 10, what="the next pass to delete it")
+                assert proxy.metric("zkwarden_stale_locks_swept_total") == 1
+                assert "sweep done (what changed): 1 node(s) read" in proxy.stderr()
+            else:
+                assert proxy.metric("zkwarden_sweep_change_passes_total") == 0
+                assert proxy.metric("zkwarden_sweep_last_pass_reads") >= own - 1
+            stop(zkwarden_factory, proxy)
+        assert costs["on"] * 10 <= costs["off"], costs
+    finally:
+        zk.stop()
+
+
+def test_a_pass_that_reaches_the_bound_says_so_and_the_next_goes_on(private_zk, zkwarden_factory,
+                                                                     kazoo_factory):
+    client = kazoo_factory(private_zk.hostport)
+    me = "bound-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    cluster = "/flink/b-%s" % uuid.uuid4().hex[:8]
+    make_jobs(client, cluster, 10, 10)  # some 250 nodes
+    proxy = sidecar(zkwarden_factory, private_zk, me, ZKWARDEN_SWEEP_MAX_NODES=100)
+    jm = kazoo_factory(proxy.hostport)
+    jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+              makepath=True)
+    jm.create("%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4()), b"127.0.0.1", ephemeral=True)
+    ghost = kazoo_factory(private_zk.hostport)
+    stale = ["%s/%s" % (checkpoint_locks(cluster, j, 10), uuid.uuid4()) for j in range(10)]
+    for p in stale:
+        ghost.create(p, forged_tag(me, 0, session=ghost.client_id[0]), ephemeral=True)
+    wait_until(lambda: all(client.exists(p) is None for p in stale), 30, what="every stale lock swept")
+    assert proxy.metric("zkwarden_sweep_incomplete_total") >= 2
+    assert "sweep pass stopped at ZKWARDEN_SWEEP_MAX_NODES (100 node(s) read)" in proxy.stderr()
+    rows = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
+    assert any(r["kind"] == "sweep_incomplete" and "left for the next pass" in r["reason"] for r in rows), rows
+    assert proxy.metric("zkwarden_stale_locks_swept_total") == len(stale)
+    assert "the walk went on" in proxy.stderr()
+
+
+def test_record_listing_the_current_or_a_live_session_as_dead(private_zk, zkwarden_factory, kazoo_factory):
+    """Without ZKWARDEN_REGISTRY_AUTH anyone may write the record: a forged
+    dead list names the JobManager's current session and a session still
+    alive. Nothing of either is deleted: the sweep skips them (zkwarden did
+    not see them end), and a reclaim at delete does not take the live
+    session's lock."""
+    client = kazoo_factory(private_zk.hostport)
+    me = "forged-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    cluster = "/flink/f-%s" % uuid.uuid4().hex[:8]
+    make_jobs(client, cluster, 1, 2)
+    proxy = sidecar(zkwarden_factory, private_zk, me, ZKWARDEN_SWEEP_INTERVAL_S=1)
+    jm = kazoo_factory(proxy.hostport)
+    latch = jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True,
+                      sequence=True, makepath=True)
+    mine = "%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4())
+    jm.create(mine, b"127.0.0.1", ephemeral=True)
+    live = kazoo_factory(private_zk.hostport)  # alive all along
+    live_info = live.create(cluster + "/leader/rest_server/connection_info", b"x", ephemeral=True, makepath=True)
+    live_lock = "%s/%s" % (checkpoint_locks(cluster, 0, 2), uuid.uuid4())
+    live.create(live_lock, b"127.0.0.1", ephemeral=True)
+    node = "/zkwarden/identities/" + me
+    wait_until(lambda: b"\ntree=" in client.get(node)[0], 10, what="the record to name the own tree")
+
+    # The sidecar restarts; meanwhile the record gets a forged dead list.
+    jm_session, live_session = jm.client_id[0], live.client_id[0]
+    assert not proxy.stop()
+    mark = len(proxy.stderr())
+    data, _ = client.get(node)
+    assert b"dead_sessions=" not in data
+    now = int(time.time() * 1000)
+    forged = data.replace(b"\ndead=", b"\ndead_sessions=0x%x:1:%d,0x%x:0:%d\ndead=" % (
+        jm_session, now, live_session, now))
+    client.set(node, forged)
+    proxy.start()
+    wait_until(lambda: ready(proxy) and jm.connected and proxy.metric("zkwarden_sessions_active") == 1, 20,
+               what="the JobManager back through the sidecar")
+    jm.exists(cluster)  # its first request here: the sweeps begin
+    wait_until(lambda: sweeps(proxy, mark) >= 2, 20, what="two sweeps")
+    # A reclaim at delete meets the live session's lock: not taken.
+    with pytest.raises(NotEmptyError):
+        jm.delete(checkpoint_locks(cluster, 0, 2))
+    for p in (latch, mine, live_info, live_lock):
+        assert client.exists(p) is not None, p
+    assert proxy.metric("zkwarden_zombie_ephemerals_total") == 0
+    assert proxy.metric("zkwarden_zombies_unproven_total") == 2  # the live session's two nodes, once each
+    log = proxy.stderr()[mark:]
+    assert log.count("which anyone may write (ZKWARDEN_REGISTRY_AUTH unset)): not deleted") == 2, log
+
+
+@pytest.mark.parametrize("kind", ["direct", "zkwarden"])
+def test_nothing_waits_for_the_sweep(kind, private_zk, zkwarden_factory, kazoo_factory):
+    """A recovering JobManager is busy, so the new incarnation's first pass
+    waits (up to 30 s) for its burst to end; meanwhile it subsumes a
+    checkpoint whose stale lock (an earlier incarnation's, left by the
+    ensemble) is in the way. Direct the delete fails with NOTEMPTY; through
+    the sidecar reclaim at delete removes the stale lock and the delete goes
+    through, before any sweep pass ran."""
+    client = kazoo_factory(private_zk.hostport)
+    me = "busy-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    cluster = "/flink/n-%s" % uuid.uuid4().hex[:8]
+    make_jobs(client, cluster, 1, 3)
+    ghost = kazoo_factory(private_zk.hostport)
+    stale = "%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4())
+    ghost.create(stale, forged_tag(me, 0, session=ghost.client_id[0]), ephemeral=True)
+    proxy = sidecar(zkwarden_factory, private_zk, me) if kind == "zkwarden" else None
+    jm = kazoo_factory(proxy.hostport if proxy else private_zk.hostport)
+    jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+              makepath=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.5:  # recovering: some 500 requests a second, more than the sweep waits out
+        jm.exists(cluster)
+        time.sleep(0.002)
+    mine = "%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4())
+    jm.create(mine, b"127.0.0.1", ephemeral=True)
+    jm.delete(mine)
+    if kind == "direct":
+        with pytest.raises(NotEmptyError):
+            jm.delete(checkpoint_locks(cluster, 0, 1))
+        return
+    assert sweeps(proxy) == 0, "a sweep pass ran during the burst"
+    jm.delete(checkpoint_locks(cluster, 0, 1))
+    assert client.exists(stale) is None
+    assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
+    assert sweeps(proxy) == 0
