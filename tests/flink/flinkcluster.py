@@ -83,9 +83,9 @@ def cache_dir():
     return d
 
 
-def _mvn_classpath(pom, profile, out, repo_local=None):
+def _mvn_classpath(pom, profile, out, repo_local, version_prop):
     """Runs Maven's dependency:build-classpath on pom with one profile, into out."""
-    cmd = ["mvn", "-B", "-q", "-f", str(pom), "-P", profile, "dependency:build-classpath",
+    cmd = ["mvn", "-B", "-q", "-f", str(pom), "-P", profile, version_prop, "dependency:build-classpath",
            "-Dmdep.outputFile=%s" % out]
     if repo_local:
         cmd.append("-Dmaven.repo.local=%s" % repo_local)
@@ -96,22 +96,24 @@ def _mvn_classpath(pom, profile, out, repo_local=None):
     return time.monotonic() - t0
 
 
-def flink_classpath(line, repo_local=None):
-    """(classpath, seconds Maven took or 0 when cached) of one Flink release line."""
-    d = cache_dir() / ("flink-" + line)
+def flink_classpath(line, version, repo_local=None):
+    """(classpath, seconds Maven took or 0 when cached) of one Flink release
+    (its line's profile; another patch release than the pinned one with
+    -Dflink.version, which wins over the profile's)."""
+    d = cache_dir() / ("flink-" + version)
     d.mkdir(parents=True, exist_ok=True)
     out = d / "classpath"
     pom = HERE / "maven" / "flink" / "pom.xml"
     took = 0.0
     if repo_local or not out.exists() or out.stat().st_mtime < pom.stat().st_mtime or \
             not all(os.path.exists(j) for j in out.read_text().strip().split(":")):
-        took = _mvn_classpath(pom, "flink-" + line, out, repo_local)
+        took = _mvn_classpath(pom, "flink-" + line, out, repo_local, "-Dflink.version=" + version)
     return out.read_text().strip(), took
 
 
-def job_jar(line, classpath):
-    """Our job, compiled against one Flink line's classpath (tests/flink/job)."""
-    d = cache_dir() / ("flink-" + line)
+def job_jar(version, classpath):
+    """Our job, compiled against one Flink release's classpath (tests/flink/job)."""
+    d = cache_dir() / ("flink-" + version)
     jar = d / "zkw-job.jar"
     srcs = sorted((HERE / "job").rglob("*.java"))
     if jar.exists() and all(s.stat().st_mtime < jar.stat().st_mtime for s in srcs):
@@ -123,31 +125,31 @@ def job_jar(line, classpath):
                         "-d", str(classes), "-cp", classpath] + [str(s) for s in srcs],
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
-        raise RuntimeError("javac of the job against Flink %s failed:\n%s%s" % (line, r.stdout, r.stderr))
+        raise RuntimeError("javac of the job against Flink %s failed:\n%s%s" % (version, r.stdout, r.stderr))
     tmp = d / "zkw-job.jar.tmp"
     subprocess.run(["jar", "cf", str(tmp), "-C", str(classes), "."], check=True, timeout=120)
     os.replace(tmp, jar)
     return jar
 
 
-def zookeeper_classpath(line, repo_local=None):
-    """(classpath, seconds) of one ZooKeeper server line; Debian's needs no Maven."""
+def zookeeper_classpath(line, version, repo_local=None):
+    """(classpath, seconds) of one ZooKeeper server release; Debian's needs no Maven."""
     if line == "debian":
         return zkharness.zk_classpath(), 0.0
-    d = cache_dir() / ("zookeeper-" + line)
+    d = cache_dir() / ("zookeeper-" + version)
     d.mkdir(parents=True, exist_ok=True)
     out = d / "classpath"
     pom = HERE / "maven" / "zookeeper" / "pom.xml"
     took = 0.0
     if repo_local or not out.exists() or out.stat().st_mtime < pom.stat().st_mtime:
-        took = _mvn_classpath(pom, "zk-" + line, out, repo_local)
+        took = _mvn_classpath(pom, "zk-" + line, out, repo_local, "-Dzookeeper.version=" + version)
     # the logging configuration (log4j 1 for 3.6/3.7, logback for 3.8+) comes first
     return "%s:%s" % (HERE / "zookeeper-conf", out.read_text().strip()), took
 
 
-def cds_archive(line):
-    """The JobManager's class data sharing archive of a Flink line (make_cds_archive)."""
-    return cache_dir() / ("flink-" + line) / "jobmanager.jsa"
+def cds_archive(version):
+    """The JobManager's class data sharing archive of a Flink release (make_cds_archive)."""
+    return cache_dir() / ("flink-" + version) / "jobmanager.jsa"
 
 
 def make_cds_archive(cluster, timeout=120.0):
@@ -155,7 +157,7 @@ def make_cds_archive(cluster, timeout=120.0):
     stops with SIGTERM, leaving the classes it loaded in an AppCDS archive that
     every later JVM of the line maps (measured here: a JobManager leads in 1.3
     s instead of 2.5 s). Done once per line; the cache keeps it."""
-    target = cds_archive(cluster.line)
+    target = cds_archive(cluster.version)
     if target.exists():
         return 0.0
     t0 = time.monotonic()
@@ -198,12 +200,12 @@ class FlinkCluster:
     through REST) or "application" (StandaloneApplicationClusterEntryPoint
     running our job's main)."""
 
-    def __init__(self, workdir, line, classpath, jar, quorum, cluster_id, session_timeout_ms,
+    def __init__(self, workdir, version, classpath, jar, quorum, cluster_id, session_timeout_ms,
                  kind="session", num_retained=3, slots=2):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.line = line
-        self.major = int(line.split(".")[0])
+        self.version = version
+        self.major = int(version.split(".")[0])
         self.classpath = classpath
         self.jar = jar
         self.quorum = quorum
@@ -298,8 +300,8 @@ class FlinkCluster:
         cds = []
         if cds_dump:
             cds = ["-XX:ArchiveClassesAtExit=%s" % cds_dump]
-        elif cds_archive(self.line).exists():
-            cds = ["-XX:SharedArchiveFile=%s" % cds_archive(self.line)]
+        elif cds_archive(self.version).exists():
+            cds = ["-XX:SharedArchiveFile=%s" % cds_archive(self.version)]
         cmd = ["java", "-Xmx%s" % heap] + FAST_JVM + cds + JAVA17_OPENS + [
             "-Dlog4j.configurationFile=%s" % (self.conf_dir / "log4j2.properties"),
             "-cp", cp, main] + list(args)

@@ -34,10 +34,10 @@ FULL = ("s1", "s2", "s3", "pod_crash", "observe", "application", "rolling_restar
 class Cell:
     """One Flink line on one ZooKeeper line: the servers, the clusters, the figures."""
 
-    def __init__(self, args, flink_line, zk_line, workdir):
+    def __init__(self, args, flink, zk, workdir):
         self.args = args
-        self.line = flink_line
-        self.zk_line = zk_line
+        self.line, self.version = flink
+        self.zk_line, self.zk_version = zk
         self.dir = Path(workdir)
         self.timeout_ms = int(args.session_timeout_s * 1000)
         self.results = {}
@@ -51,11 +51,11 @@ class Cell:
     # -------------------------------------------------------- set-up
 
     def prepare(self):
-        self.classpath, t1 = fc.flink_classpath(self.line, self.args.maven_repo)
-        self.jar = fc.job_jar(self.line, self.classpath)
-        self.zk_classpath, t2 = fc.zookeeper_classpath(self.zk_line, self.args.maven_repo)
+        self.classpath, t1 = fc.flink_classpath(self.line, self.version, self.args.maven_repo)
+        self.jar = fc.job_jar(self.version, self.classpath)
+        self.zk_classpath, t2 = fc.zookeeper_classpath(self.zk_line, self.zk_version, self.args.maven_repo)
         self.maven_s = t1 + t2
-        if not fc.cds_archive(self.line).exists():
+        if not fc.cds_archive(self.version).exists():
             zk = self.server()
             c, _ = self.cluster("cds", "direct", zk.hostport, zk.hostport)
             self.cds_s = fc.make_cds_archive(c)
@@ -93,7 +93,7 @@ class Cell:
                                     log_level=self.args.zkwarden_log_level, extra_env=env)
             sidecar.start()
             quorum = sidecar.hostport
-        c = FlinkCluster(d, self.line, self.classpath, self.jar, quorum, cid,
+        c = FlinkCluster(d, self.version, self.classpath, self.jar, quorum, cid,
                          timeout_ms or self.timeout_ms, kind=kind, num_retained=self.args.num_retained)
         c.tree_connect = tree_connect
         c.sidecar = sidecar
@@ -422,11 +422,13 @@ def cancel_and_check(c, tree, job, check_s):
 
 # ---------------------------------------------------------------- a run
 
-def run_cell(args, flink_line, zk_line, scenarios, workdir):
-    cell = Cell(args, flink_line, zk_line, workdir)
+def run_cell(args, flink, zk, scenarios, workdir):
+    """flink, zk: (line, version)."""
+    cell = Cell(args, flink, zk, workdir)
+    flink_line, zk_line = flink[0], zk[0]
     t0 = time.time()
-    out = {"flink": fc.FLINK_LINES[flink_line], "flink_line": flink_line,
-           "zookeeper": fc.ZK_LINES[zk_line] + (" (Debian)" if zk_line == "debian" else ""),
+    out = {"flink": flink[1], "flink_line": flink_line,
+           "zookeeper": zk[1] + (" (Debian)" if zk_line == "debian" else ""),
            "zookeeper_line": zk_line, "session_timeout_s": args.session_timeout_s,
            "num_retained": args.num_retained, "date": datetime.date.today().isoformat()}
     try:
@@ -472,9 +474,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="S1, S2, S3 only (the test run's subset)")
     p.add_argument("--matrix", action="store_true", help="every Flink line x every ZooKeeper line")
-    p.add_argument("--flink", default="1.20", help="a Flink line (%s) or its version" % ", ".join(fc.FLINK_LINES))
+    p.add_argument("--flink", default="1.20",
+                   help="a Flink line (%s: its pinned patch release) or any release of one, e.g. 1.20.1"
+                   % ", ".join(fc.FLINK_LINES))
     p.add_argument("--zookeeper", default="debian",
-                   help="a ZooKeeper line (%s) or its version" % ", ".join(fc.ZK_LINES))
+                   help="a ZooKeeper line (%s; debian: Debian's 3.8.0 package) or any release of one, e.g. 3.8.4"
+                   % ", ".join(fc.ZK_LINES))
     p.add_argument("--scenarios", help="comma list of %s" % ",".join(FULL))
     p.add_argument("--restarts", type=int, help="JobManager restarts of S2 (quick 2, else 3)")
     p.add_argument("--session-timeout-s", type=float, default=20.0)
@@ -494,7 +499,7 @@ def main():
     if args.restarts is None:
         args.restarts = 2 if args.quick else 3
     if args.matrix:
-        cells = [(f, z) for f in fc.FLINK_LINES for z in fc.ZK_LINES]
+        cells = [((f, fv), (z, zv)) for f, fv in fc.FLINK_LINES.items() for z, zv in fc.ZK_LINES.items()]
     else:
         cells = [(_line(args.flink, fc.FLINK_LINES, p), _line(args.zookeeper, fc.ZK_LINES, p))]
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="zkwarden-flink."))
@@ -504,8 +509,8 @@ def main():
     results = []
     try:
         for f, z in cells:
-            log("=== Flink %s on ZooKeeper %s: %s" % (fc.FLINK_LINES[f], fc.ZK_LINES[z], ",".join(scenarios)))
-            r = run_cell(args, f, z, scenarios, work / ("flink-%s-zk-%s" % (f, z)))
+            log("=== Flink %s on ZooKeeper %s: %s" % (f[1], z[1], ",".join(scenarios)))
+            r = run_cell(args, f, z, scenarios, work / ("flink-%s-zk-%s" % (f[1], z[0] if z[0] == "debian" else z[1])))
             r["command"] = command
             results.append(r)
             if args.json:
@@ -526,10 +531,13 @@ def main():
 
 
 def _line(v, table, p):
-    for line, version in table.items():
-        if v in (line, version):
-            return line
-    p.error("unknown version %s (one of %s)" % (v, ", ".join("%s (%s)" % kv for kv in table.items())))
+    """(line, version) of a line name or a release (X.Y.Z of a known line)."""
+    if v in table:
+        return v, table[v]
+    m = re.fullmatch(r"(\d+\.\d+)\.\d+", v)
+    if m and m.group(1) in table:
+        return m.group(1), v
+    p.error("unknown version %s (a line of %s, or a release of one)" % (v, ", ".join(table)))
 
 
 def _write_json(path, obj):
