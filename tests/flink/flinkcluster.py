@@ -50,10 +50,10 @@ FAILED_REMOVAL = re.compile(r"because it is still locked|Fail(?:ed)? to subsume|
                             r"Could not remove (?:the )?(?:job graph|execution plan|JobGraph|ExecutionPlan)",
                             re.I)
 CURATOR_SUSPENDED = re.compile(r"State change: SUSPENDED")
-# The leader election service's own words when leadership goes (1.18+: one
-# DefaultLeaderElectionService per process).
-LEADERSHIP_REVOKED = re.compile(r"[Rr]evok(?:e|ing)(?: the)? leadership|leadership (?:was )?revoked|"
-                                r"notLeader", re.I)
+# Leadership going, in the JobManager's words: the REST endpoint (one per
+# process, under the process's one leader latch since 1.18) logs it once per
+# revocation (WebMonitorEndpoint.revokeLeadership).
+LEADERSHIP_REVOKED = re.compile(r"http://\S+ lost leadership")
 JOB_RESTART = re.compile(r"Job \S+ \(([0-9a-f]{32})\) switched from state RUNNING to "
                          r"(RESTARTING|SUSPENDED|FAILING|FAILED)")
 

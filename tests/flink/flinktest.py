@@ -13,6 +13,7 @@ import argparse
 import calendar
 import datetime
 import json
+import logging
 import os
 import re
 import shutil
@@ -492,6 +493,8 @@ def main():
     p.add_argument("--zkwarden-log-level", default=os.environ.get("ZKW_LOG_LEVEL", "info"))
     p.add_argument("--workdir", help="keep every log here (default: a temporary directory, removed after a pass)")
     args = p.parse_args()
+    # our own ZooKeeper session's reconnects in the rolling restart are no news
+    logging.basicConfig(level=logging.ERROR)
     scenarios = args.scenarios.split(",") if args.scenarios else (QUICK if args.quick else FULL)
     unknown = set(scenarios) - set(FULL)
     if unknown:
