@@ -508,7 +508,7 @@ def main():
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="zkwarden-flink."))
     work.mkdir(parents=True, exist_ok=True)
     log("work directory %s" % work)
-    command = "tests/flink/run.sh " + " ".join(sys.argv[1:])
+    command = canonical_command(sys.argv[1:])
     results = []
     try:
         for f, z in cells:
@@ -531,6 +531,23 @@ def main():
         log("logs kept in %s" % work)
     print("%d passed, %d failed" % (len(results) - failed, failed))
     return 1 if failed else 0
+
+
+# Options that name files of this machine: left out of the command a result records.
+LOCAL_OPTIONS = ("--workdir", "--json", "--docs", "--maven-repo")
+
+
+def canonical_command(argv):
+    """The command that made a result, without this machine's paths."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in LOCAL_OPTIONS:
+            skip = True
+        elif not a.startswith(tuple(o + "=" for o in LOCAL_OPTIONS)):
+            out.append(a)
+    return " ".join(["tests/flink/run.sh"] + out)
 
 
 def _line(v, table, p):
