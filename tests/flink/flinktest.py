@@ -58,7 +58,7 @@ class Cell:
         self.maven_s = t1 + t2
         if not fc.cds_archive(self.version).exists():
             zk = self.server()
-            c, _ = self.cluster("cds", "direct", zk.hostport, zk.hostport)
+            c, _ = self.cluster("cds", "direct", zk.hostport)
             self.cds_s = fc.make_cds_archive(c)
             c.stop()
 
@@ -78,7 +78,7 @@ class Cell:
         if self.zk is not None:
             self.zk.stop()
 
-    def cluster(self, name, mode, upstream, tree_connect, kind="session", timeout_ms=None, sidecar_env=None):
+    def cluster(self, name, mode, upstream, kind="session", timeout_ms=None):
         """A cluster of its own cluster id, with a sidecar in front of upstream
         unless mode is direct. Returns (FlinkCluster, Sidecar or None)."""
         self.n += 1
@@ -89,15 +89,12 @@ class Cell:
         if mode != "direct":
             env = {"ZKWARDEN_MODE": "sidecar" if mode == "zkwarden" else mode,
                    "ZKWARDEN_AUDIT_FILE": str(d / "zkwarden-audit.jsonl")}
-            env.update(sidecar_env or {})
             sidecar = procs.Sidecar(d / "sidecar", "jm-" + cid, upstream, "/zkwarden-" + cid,
                                     log_level=self.args.zkwarden_log_level, extra_env=env)
             sidecar.start()
             quorum = sidecar.hostport
         c = FlinkCluster(d, self.version, self.classpath, self.jar, quorum, cid,
                          timeout_ms or self.timeout_ms, kind=kind, num_retained=self.args.num_retained)
-        c.tree_connect = tree_connect
-        c.sidecar = sidecar
         return c, sidecar
 
     def start(self, c, n_jobs):
@@ -142,7 +139,7 @@ class Cell:
         """S1 (the first restart), S2 (over every restart), S3 (cancel after them)
         in one cluster's life."""
         zk = self.server()
-        c, sidecar = self.cluster("s", mode, zk.hostport, zk.hostport)
+        c, sidecar = self.cluster("s", mode, zk.hostport)
         tree = Tree(zk.hostport)
         try:
             jobs = self.start(c, 2)
@@ -166,7 +163,7 @@ class Cell:
     def pod_crash(self):
         """JobManager and sidecar both killed with -9, both started again (the sidecar first)."""
         zk = self.server()
-        c, sidecar = self.cluster("pod", "zkwarden", zk.hostport, zk.hostport)
+        c, sidecar = self.cluster("pod", "zkwarden", zk.hostport)
         try:
             jobs = self.start(c, 2)
             c.kill_jm()
@@ -182,7 +179,7 @@ class Cell:
         """The JM crash through a sidecar in observe mode: the jobs meet what they
         meet direct; zkwarden's report names what sidecar mode would have done."""
         zk = self.server()
-        c, sidecar = self.cluster("obs", "observe", zk.hostport, zk.hostport)
+        c, sidecar = self.cluster("obs", "observe", zk.hostport)
         try:
             jobs = self.start(c, 2)
             r = self.restart_jm(c, jobs, self.timeout_ms / 1000 * 3 + 90)
@@ -203,7 +200,7 @@ class Cell:
         """S1 on an application cluster (StandaloneApplicationClusterEntryPoint,
         as the Flink Kubernetes operator runs it)."""
         zk = self.server()
-        c, sidecar = self.cluster("app", mode, zk.hostport, zk.hostport, kind="application")
+        c, sidecar = self.cluster("app", mode, zk.hostport, kind="application")
         try:
             jobs = self.start(c, 1)
             self.put("application", mode, self.restart_jm(c, jobs, self.timeout_ms / 1000 * 3 + 90))
@@ -213,7 +210,7 @@ class Cell:
     def s1_60s(self, mode):
         """S1 at Flink's default session timeout (60 s)."""
         zk = self.server(max_session_ms=120000)
-        c, sidecar = self.cluster("s60", mode, zk.hostport, zk.hostport, timeout_ms=60000)
+        c, sidecar = self.cluster("s60", mode, zk.hostport, timeout_ms=60000)
         try:
             jobs = self.start(c, 2)
             self.put("s1_60s", mode, self.restart_jm(c, jobs, 60 * 3 + 90))
@@ -228,7 +225,7 @@ class Cell:
         c = sidecar = tree = None
         try:
             ens.start(timeout=90)
-            c, sidecar = self.cluster("zkroll", mode, ens.connect, ens.connect)
+            c, sidecar = self.cluster("zkroll", mode, ens.connect)
             tree = Tree(ens.connect)
             jobs = self.start(c, 2)
             before = len(c.all_jm_logs())
