@@ -38,12 +38,16 @@ def merge(results):
             old = cells[key]
             for s, modes in r["scenarios"].items():
                 old["scenarios"].setdefault(s, {}).update(modes)
-            old["failures"] = sorted(set(old["failures"]) | set(r["failures"]))
+            # a scenario run again: what the earlier run found of it stays, marked as earlier
+            again = set(r["scenarios"])
+            for f in old["failures"]:
+                (old["earlier"] if f.split(" ", 1)[0] in again else r["failures"]).append(f)
+            old["failures"] = sorted(set(r["failures"]))
             old["findings"] = sorted(set(old["findings"]) | set(r["findings"]))
-            old["commands"] = sorted(set(old["commands"]) | {r["command"]})
+            old["commands"] = old["commands"] + [c for c in [r["command"]] if c not in old["commands"]]
             old["date"] = max(old["date"], r["date"])
         else:
-            cells[key] = dict(r, commands=[r["command"]])
+            cells[key] = dict(r, commands=[r["command"]], earlier=[])
     return cells
 
 
@@ -153,7 +157,10 @@ def render(cells):
             out.append("- Finding: %s." % f)
         for f in c["failures"]:
             out.append("- **Does not hold**: %s." % f)
-        if c["findings"] or c["failures"]:
+        for f in c["earlier"]:
+            out.append("- An earlier run of the same scenario (the figures above are the later run's) did not "
+                       "hold: %s." % f)
+        if c["findings"] or c["failures"] or c["earlier"]:
             out.append("")
     out += [FLINK_FACTS]
     return "\n".join(out).rstrip() + "\n"

@@ -279,8 +279,10 @@ class Cell:
                 self.failures.append("%s direct: jobs RUNNING %.1f s after the JM's start, less than 75%% of the "
                                      "session timeout (%.0f s): the fault did not show" % (s, d["recovered_s"], t))
             if z is not None and z["recovered_s"] > RECOVER_BOUND_S:
-                self.failures.append("%s zkwarden: jobs RUNNING %.1f s after the JM's start (bound %.0f s)"
-                                     % (s, z["recovered_s"], RECOVER_BOUND_S))
+                self.failures.append("%s zkwarden: jobs RUNNING %.1f s after the JM's start, %s s after its "
+                                     "ZooKeeper connect (bound %.0f s from the start)"
+                                     % (s, z["recovered_s"], z.get("recovered_after_connect_s", "?"),
+                                        RECOVER_BOUND_S))
         z = get("pod_crash", "zkwarden")
         if z is not None and z["recovered_s"] > RECOVER_BOUND_S:
             self.failures.append("pod_crash: jobs RUNNING %.1f s after the JM's start (bound %.0f s)"
