@@ -16,9 +16,10 @@ import sys
 
 ORDER = ["s1", "s2", "s3", "pod_crash", "observe", "application", "s1_60s", "rolling_restart"]
 TITLES = {
-    "s1": "S1 JobManager crash: jobs RUNNING again, s after its start (after its ZooKeeper connect)",
+    "s1": "S1 JobManager crash: jobs RUNNING again, s after its start (after its ZooKeeper connect; its "
+          "leadership after the connect)",
     "s2": "S2 retained checkpoints over restarts: failed removals / left in ZooKeeper / left on disk",
-    "s3": "S3 cancel after a failover: job graph node and HA file removed",
+    "s3": "S3 cancel after a failover: job graph (2.x: execution plan) node and HA file removed",
     "pod_crash": "Pod crash (JobManager and sidecar kill -9): jobs RUNNING again, s after the JM's start",
     "observe": "Observe mode, JobManager crash: jobs RUNNING again, s; would-actions reported",
     "application": "Application cluster, JobManager crash: jobs RUNNING again, s after its start",
@@ -57,7 +58,10 @@ def figure(s, f):
     if s in ("s1", "application", "s1_60s", "pod_crash"):
         t = "%.1f" % f["recovered_s"]
         if "recovered_after_connect_s" in f:
-            t += " (%.1f)" % f["recovered_after_connect_s"]
+            t += " (%.1f" % f["recovered_after_connect_s"]
+            if "leader_after_connect_s" in f:
+                t += "; leader %.1f" % f["leader_after_connect_s"]
+            t += ")"
         return t
     if s == "s2":
         t = "%d / %d / %d" % (f["failed_removals"], f["left_in_zookeeper"], f["left_on_disk"])
@@ -102,8 +106,9 @@ Read in flink-runtime 1.18.1, 1.20.5 and 2.3.0 (`javap -c` of the shipped classe
   instances, a Curator session change inside the process) and from a release that fails while the
   connection is down (`releaseAll` on a leadership revoked by SUSPENDED, then a new store instance on the
   same session: a foreign lock of the same session, which no fence ends).
-- Flink 2.3 keeps its execution plans under `execution-plans` and adds an `applications` store beside
-  them; 1.18 to 2.2 use `jobgraphs` (read from the JobManagers' logs of these runs).
+- Where the job graphs live (read from the JobManagers' logs of these runs): `jobgraphs` in 1.18 to
+  1.20, `execution-plans` from 2.0 on; 2.3 adds an `applications` store beside them. zkwarden's lock rule
+  (a UUID-named ephemeral under `/flink`) depends on none of these names.
 """
 
 

@@ -119,10 +119,16 @@ class Cell:
         c.kill_jm()
         t0 = c.start_jm()
         t1 = c.wait_running(jobs, timeout_s, what="every job RUNNING after JobManager #%d started" % c.jm_n)
-        connected = _log_time(c.jm_log(), "State change: CONNECTED")
+        text = c.jm_log()
+        connected = _log_time(text, "State change: CONNECTED")
+        # the process's leadership (its REST endpoint's share of it): what the old
+        # session's latch holds up direct, and what zkwarden's fence decides
+        leader = _log_time(text, " was granted leadership with leaderSessionID")
         out = {"recovered_s": round(t1 - t0, 2)}
         if connected is not None:
             out["recovered_after_connect_s"] = round(t1 - connected, 2)
+            if leader is not None:
+                out["leader_after_connect_s"] = round(leader - connected, 2)
         return out
 
     def stop(self, c, sidecar):
