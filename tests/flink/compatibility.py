@@ -112,6 +112,19 @@ Read in flink-runtime 1.18.1, 1.20.5 and 2.3.0 (`javap -c` of the shipped classe
 """
 
 
+# What these runs showed that zkwarden does not do yet (its own log's words).
+KNOWN_LIMITS = """## Not yet through zkwarden
+
+- **A ZooKeeper rolling restart can still cost a failover** when the server holding the JobManager's
+  session goes away while zkwarden holds one of that session's requests (a lock create or delete whose
+  reply it is still deciding on): the session is not moved and the JobManager's connection is closed, as
+  a plain proxy would. zkwarden logs `upstream ... closed the connection: not moving a request is held by
+  zkwarden`; the JobManager reports SUSPENDED, revokes its leadership and restarts its jobs. Seen in 1 of
+  the 4 rolling restarts run here (Flink 1.20.5 on Debian's 3.8.0, each job checkpointing every second);
+  the other 3, and the one before it on the same pair, moved every session (0 SUSPENDED, 0 job restarts).
+"""
+
+
 def render(cells):
     out = ["# Compatibility: real Flink through zkwarden", "",
            "Flink's own JobManager and TaskManager (module jars from Maven Central), our own checkpointing job, "
@@ -121,8 +134,9 @@ def render(cells):
            "`tests/flink/run.sh --flink 1.20 --zookeeper 3.8` ([Adopting](adopting.md)).", "",
            "**This page is generated** by `tests/flink/compatibility.py` from the runs named under each pair; "
            "every figure comes from Flink's REST API, the ZooKeeper tree, the disk or the JobManager's own log "
-           "(observe mode's would-actions are zkwarden's report). Machine: 2 cores shared with other work, so "
-           "times vary by a second or so.", ""]
+           "(observe mode's would-actions are zkwarden's report). Machine: 2 cores shared with other work: "
+           "times from a JobManager's start include its JVM's start, which took up to 3 s more under load, "
+           "so a pair whose run missed a time bound was run again, and the page says so.", ""]
     flinks = sorted({k[0] for k in cells}, key=_vkey)
     zks = sorted({k[1] for k in cells}, key=_vkey)
     out += ["## Pairs run", "",
@@ -136,8 +150,12 @@ def render(cells):
                 row.append("not run")
                 continue
             bad = sum(len(c["failures"]) for c in runs)
+            earlier = sum(len(c["earlier"]) for c in runs)
             n = len({s for c in runs for s in c["scenarios"]})
-            row.append(("%d scenarios, all hold" % n) if not bad else ("%d scenarios, **%d failed**" % (n, bad)))
+            text = ("%d scenarios, all hold" % n) if not bad else ("%d scenarios, **%d failed**" % (n, bad))
+            if earlier:
+                text += " (run again: %d earlier did not hold)" % earlier
+            row.append(text)
         out.append("| %s | %s |" % (f, " | ".join(row)))
     out.append("")
     for key in sorted(cells, key=lambda k: (_vkey(k[0]), _vkey(k[1]), k[2])):
@@ -167,7 +185,7 @@ def render(cells):
                        "hold: %s." % f)
         if c["findings"] or c["failures"] or c["earlier"]:
             out.append("")
-    out += [FLINK_FACTS]
+    out += [KNOWN_LIMITS, FLINK_FACTS]
     return "\n".join(out).rstrip() + "\n"
 
 
