@@ -1,22 +1,35 @@
 #!/usr/bin/env bash
-# Installs every Debian package zkwarden needs to build, run and test.
+# Installs the Debian packages zkwarden needs:
+#   build  to build it;
+#   run    to build it and run the local quick start (deploy/local/run.sh:
+#          a ZooKeeper server and zkCli beside zkwarden);
+#   all    (the default) to run every test too (tests/run.sh), Maven included
+#          (tests/flink resolves Flink's and ZooKeeper's jars from Maven Central).
 # Idempotent: packages already present are left alone, and apt-get runs only
 # when something is missing. Both README commands call it.
+#   install-deps.sh MODE --list   prints MODE's packages, one a line, and installs nothing
 set -euo pipefail
 
 build_pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
             libzookeeper-mt-dev libuv1-dev uuid-dev node-llhttp libssl-dev)
-test_pkgs=(zookeeper zookeeper-bin python3 python3-kazoo python3-pytest
+run_pkgs=(zookeeper default-jre-headless)
+test_pkgs=(zookeeper-bin python3 python3-kazoo python3-pytest
            default-jdk-headless libcurator-framework-java libcurator-recipes-java
            curl procps valgrind python3-yaml haproxy gnuplot-nox strace openssl chromium
-           python3-pure-sasl python3-kerberos krb5-kdc krb5-admin-server krb5-user)
+           python3-pure-sasl python3-kerberos krb5-kdc krb5-admin-server krb5-user maven)
 
 want=("${build_pkgs[@]}")
 case "${1:-all}" in
   build) ;;
-  all) want+=("${test_pkgs[@]}") ;;
-  *) echo "usage: $0 [build|all]" >&2; exit 2 ;;
+  run) want+=("${run_pkgs[@]}") ;;
+  all) want+=("${run_pkgs[@]}" "${test_pkgs[@]}") ;;
+  *) echo "usage: $0 [build|run|all]" >&2; exit 2 ;;
 esac
+
+if [ "${2:-}" = --list ]; then
+  printf '%s\n' "${want[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${want[@]}"; do

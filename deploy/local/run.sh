@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Quick start: installs what is missing (Debian packages, as root), builds
+# Quick start: installs what is missing to build and run (Debian packages, as
+# root; not the test packages: deploy/install-deps.sh run), builds
 # zkwarden, starts a local ZooKeeper and zkwarden in front of it, and stops
 # both on Ctrl-C.
 #   ZK_PORT (default 2182)        where the local ZooKeeper listens
@@ -11,7 +12,7 @@ zk_port=${ZK_PORT:-2182}
 export ZKWARDEN_LISTEN=${ZKWARDEN_LISTEN:-127.0.0.1:2181}
 export ZKWARDEN_UPSTREAM=${ZKWARDEN_UPSTREAM:-127.0.0.1:$zk_port}
 
-"$repo/deploy/install-deps.sh" all
+"$repo/deploy/install-deps.sh" run
 cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$repo/build" -j"$(nproc)" --target zkwarden >/dev/null
 

@@ -1,5 +1,7 @@
 """The deploy/ files, checked without a container engine or a cluster:
 
+- the quick start (deploy/local/run.sh) installs what building and running
+  need, not the test packages; the test run installs those, Maven included;
 - the Dockerfile: multi-stage on bookworm, its build stage runs the same
   deploy/install-deps.sh the tests use, its runtime stage installs exactly
   the packages that ship the libraries the built binary needs, non-root,
@@ -95,6 +97,25 @@ def needed_packages(binary):
         assert r.returncode == 0, "no package ships %s" % lib
         pkgs.add(r.stdout.split(":")[0])
     return pkgs
+
+
+def test_quick_start_installs_only_what_building_and_running_need():
+    def listed(mode):
+        r = subprocess.run([os.path.join(DEPLOY, "install-deps.sh"), mode, "--list"], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return set(r.stdout.split())
+
+    build, run, every = listed("build"), listed("run"), listed("all")
+    assert build < run < every
+    # a ZooKeeper server, its zkCli and a JVM beside zkwarden
+    assert run - build == {"zookeeper", "default-jre-headless"}
+    for test_only in ("chromium", "krb5-kdc", "maven", "python3-pytest", "valgrind", "haproxy"):
+        assert test_only in every and test_only not in run, test_only
+    local = open(os.path.join(DEPLOY, "local", "run.sh")).read()
+    assert re.findall(r"/deploy/install-deps\.sh\" (\w+)", local) == ["run"]
+    tests = open(os.path.join(os.path.dirname(DEPLOY), "tests", "run.sh")).read()
+    assert re.findall(r"/deploy/install-deps\.sh\" (\w+)", tests) == ["all"]
 
 
 def test_dockerfile_builds_with_the_install_script_and_runs_minimal(zkw_bin):

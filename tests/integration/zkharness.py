@@ -253,9 +253,12 @@ class ZkServer:
 
     def __init__(self, workdir, tick_ms=500, min_session_ms=1000,
                  max_session_ms=30000, extra_cfg=None,
-                 four_letter_words="srvr,ruok,stat", jvm_args=(), sysprops=None, jaas=None, tls=None):
+                 four_letter_words="srvr,ruok,stat", jvm_args=(), sysprops=None, jaas=None, tls=None,
+                 classpath=None):
         """tls: (TlsCerts, server certificate, ssl.clientAuth) to serve TLS
-        only: secureClientPort on the port, no plaintext client port."""
+        only: secureClientPort on the port, no plaintext client port.
+        classpath: another server's jars (tests/flink: Maven Central's 3.6 to
+        3.9) instead of Debian's."""
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.datadir = self.dir / "data"
@@ -267,6 +270,7 @@ class ZkServer:
         self.starts = 0
         self.paused = False
         self.jvm_args = list(jvm_args)  # e.g. FAST_START_JVM for tests that restart servers
+        self.classpath = classpath
         # Java system properties (-Dk=v), e.g. the SASL authProvider or
         # zookeeper.enforce.auth.enabled; jaas: the text of a JAAS file
         # (a Server section) the server is started with.
@@ -301,7 +305,7 @@ class ZkServer:
     def start(self, timeout=30.0, wait=True):
         """Starts the server; wait=False for ensemble members (no standalone mode)."""
         assert self.proc is None or self.proc.poll() is not None
-        cp = zk_classpath(bool(self.tls))
+        cp = self.classpath or zk_classpath(bool(self.tls))
         props = ["-D%s=%s" % kv for kv in sorted(self.sysprops.items())]
         cmd = ["java"] + self.jvm_args + props + ["-Dzookeeper.extendedTypesEnabled=true",
                # Containers are checked every second, not every minute.
@@ -377,7 +381,7 @@ class Ensemble:
     waits for one leader and n-1 followers again."""
 
     def __init__(self, workdir, n=3, tick_ms=500, reconfig=True, extra_cfg=None,
-                 four_letter_words="srvr,ruok,stat", max_session_ms=30000, jvm_args=()):
+                 four_letter_words="srvr,ruok,stat", max_session_ms=30000, jvm_args=(), classpath=None):
         workdir = Path(workdir)
         ports = [(free_port(), free_port(), free_port()) for _ in range(n)]
         lines = ["server.%d=%s:%d:%d:participant;%s:%d" % (i + 1, HOST, q, e, HOST, c)
@@ -386,7 +390,8 @@ class Ensemble:
         for i, (c, q, e) in enumerate(ports):
             srv = ZkServer(workdir / ("zk%d" % (i + 1)), tick_ms=tick_ms,
                            min_session_ms=2 * tick_ms, max_session_ms=max_session_ms,
-                           four_letter_words=four_letter_words, jvm_args=jvm_args, extra_cfg=[
+                           four_letter_words=four_letter_words, jvm_args=jvm_args, classpath=classpath,
+                           extra_cfg=[
                                "reconfigEnabled=%s" % ("true" if reconfig else "false"),
                                "standaloneEnabled=false", "initLimit=10", "syncLimit=5"]
                            + list(extra_cfg or []) + lines)

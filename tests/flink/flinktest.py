@@ -1,0 +1,604 @@
+"""Real Flink through zkwarden: Flink's own JobManager and TaskManager (jars
+from Maven Central), direct to ZooKeeper and through a zkwarden sidecar, on
+any Flink line and any ZooKeeper server line. Run it with tests/flink/run.sh;
+tests/flink/README.md says what each scenario does and measures.
+
+One matrix cell = one Flink line x one ZooKeeper line. Every figure is read
+from Flink (REST), ZooKeeper (our own session straight to the servers), the
+disk and the JobManager's own log; only the observe scenario's report is
+zkwarden's (its would-actions, by definition).
+"""
+
+import argparse
+import calendar
+import datetime
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import flinkcluster as fc
+from flinkcluster import FlinkCluster, Tree, log, procs, wait_until, zkharness
+
+# What must hold through zkwarden (issue 28).
+RECOVER_BOUND_S = 5.0
+QUICK = ("s1", "s2", "s3")
+FULL = ("s1", "s2", "s3", "pod_crash", "observe", "application", "rolling_restart", "s1_60s")
+
+
+class Cell:
+    """One Flink line on one ZooKeeper line: the servers, the clusters, the figures."""
+
+    def __init__(self, args, flink, zk, workdir):
+        self.args = args
+        self.line, self.version = flink
+        self.zk_line, self.zk_version = zk
+        self.dir = Path(workdir)
+        self.timeout_ms = int(args.session_timeout_s * 1000)
+        self.results = {}
+        self.failures = []
+        self.findings = []
+        self.maven_s = 0.0
+        self.cds_s = 0.0
+        self.zk = None
+        self.n = 0
+
+    # -------------------------------------------------------- set-up
+
+    def prepare(self):
+        self.classpath, t1 = fc.flink_classpath(self.line, self.version, self.args.maven_repo)
+        self.jar = fc.job_jar(self.version, self.classpath)
+        self.zk_classpath, t2 = fc.zookeeper_classpath(self.zk_line, self.zk_version, self.args.maven_repo)
+        self.maven_s = t1 + t2
+        if not fc.cds_archive(self.version).exists():
+            zk = self.server()
+            c, _ = self.cluster("cds", "direct", zk.hostport)
+            self.cds_s = fc.make_cds_archive(c)
+            c.stop()
+
+    def server(self, max_session_ms=30000):
+        """One standalone server for the cell (every cluster has its own cluster id)."""
+        if self.zk is None or self.zk.cfg_max < max_session_ms:
+            if self.zk is not None:
+                self.zk.stop()
+            self.zk = zkharness.ZkServer(self.dir / ("zk-%d" % max_session_ms), tick_ms=500,
+                                         max_session_ms=max_session_ms, jvm_args=zkharness.FAST_START_JVM,
+                                         classpath=self.zk_classpath)
+            self.zk.cfg_max = max_session_ms
+            self.zk.start(timeout=60)
+        return self.zk
+
+    def close(self):
+        if self.zk is not None:
+            self.zk.stop()
+
+    def cluster(self, name, mode, upstream, kind="session", timeout_ms=None):
+        """A cluster of its own cluster id, with a sidecar in front of upstream
+        unless mode is direct. Returns (FlinkCluster, Sidecar or None)."""
+        self.n += 1
+        cid = "%s-%s-%d" % (name, mode, self.n)
+        d = self.dir / cid
+        sidecar = None
+        quorum = upstream
+        if mode != "direct":
+            env = {"ZKWARDEN_MODE": "sidecar" if mode == "zkwarden" else mode,
+                   "ZKWARDEN_AUDIT_FILE": str(d / "zkwarden-audit.jsonl")}
+            sidecar = procs.Sidecar(d / "sidecar", "jm-" + cid, upstream, "/zkwarden-" + cid,
+                                    log_level=self.args.zkwarden_log_level, extra_env=env)
+            sidecar.start()
+            quorum = sidecar.hostport
+        c = FlinkCluster(d, self.version, self.classpath, self.jar, quorum, cid,
+                         timeout_ms or self.timeout_ms, kind=kind, num_retained=self.args.num_retained)
+        return c, sidecar
+
+    def start(self, c, n_jobs):
+        """JobManager, TaskManager, the jobs running and checkpointing; returns the job ids."""
+        c.start_jm()
+        c.start_tm()
+        if c.kind == "session":
+            wait_until(lambda: not _died(c) and (fc.rest(c.rest_port, "/overview") or {}).get("taskmanagers", 0) >= 1,
+                       120, interval=0.2, what="a TaskManager registered")
+            jobs = c.submit(n_jobs)
+        else:
+            jobs = wait_until(lambda: not _died(c) and list(c.overview() or {}), 120, interval=0.2,
+                              what="the application's job")
+        c.wait_running(jobs, 120)
+        c.wait_checkpoints(jobs, self.args.num_retained + 1, 90)
+        return jobs
+
+    def restart_jm(self, c, jobs, timeout_s):
+        """kill -9 of the JobManager, started again at once; the time from its
+        start to every job RUNNING with every task (and from its first ZooKeeper
+        connection, read from its log)."""
+        c.kill_jm()
+        t0 = c.start_jm()
+        t1 = c.wait_running(jobs, timeout_s, what="every job RUNNING after JobManager #%d started" % c.jm_n)
+        text = c.jm_log()
+        connected = _log_time(text, "State change: CONNECTED")
+        # the process's leadership (its REST endpoint's share of it): what the old
+        # session's latch holds up direct, and what zkwarden's fence decides
+        leader = _log_time(text, " was granted leadership with leaderSessionID")
+        out = {"recovered_s": round(t1 - t0, 2)}
+        if connected is not None:
+            out["recovered_after_connect_s"] = round(t1 - connected, 2)
+            if leader is not None:
+                out["leader_after_connect_s"] = round(leader - connected, 2)
+        return out
+
+    def stop(self, c, sidecar):
+        c.stop()
+        if sidecar is not None:
+            sidecar.stop()
+            bad = [e for e in sidecar.exits if e[0] == "SIGTERM" and e[1] != 0]
+            if bad:
+                self.failures.append("%s: zkwarden exited %s on SIGTERM" % (c.cluster_id, bad))
+
+    # -------------------------------------------------------- S1, S2, S3
+
+    def session_life(self, mode, restarts):
+        """S1 (the first restart), S2 (over every restart), S3 (cancel after them)
+        in one cluster's life."""
+        zk = self.server()
+        c, sidecar = self.cluster("s", mode, zk.hostport)
+        tree = Tree(zk.hostport)
+        try:
+            jobs = self.start(c, 2)
+            waits = []
+            for k in range(restarts):
+                r = self.restart_jm(c, jobs, self.timeout_ms / 1000 * 3 + 90)
+                waits.append(r)
+                log("%s: restart %d: %s" % (mode, k + 1, r))
+                # every checkpoint of the earlier incarnation is subsumed by now
+                c.wait_checkpoints(jobs, self.args.num_retained + 1, 90)
+            self.put("s1", mode, dict(waits[0]))
+            self.put("s2", mode, dict(leftovers(c, tree, jobs), restarts=restarts,
+                                       recovered_s=[w["recovered_s"] for w in waits]))
+            self.put("s3", mode, cancel_and_check(c, tree, jobs[0], self.args.cancel_check_s))
+        finally:
+            tree.close()
+            self.stop(c, sidecar)
+
+    # -------------------------------------------------------- the others
+
+    def pod_crash(self):
+        """JobManager and sidecar both killed with -9, both started again (the sidecar first)."""
+        zk = self.server()
+        c, sidecar = self.cluster("pod", "zkwarden", zk.hostport)
+        try:
+            jobs = self.start(c, 2)
+            c.kill_jm()
+            sidecar.kill9()
+            sidecar.start()
+            t0 = c.start_jm()
+            t1 = c.wait_running(jobs, self.timeout_ms / 1000 * 3 + 90, what="every job RUNNING after the pod crash")
+            self.put("pod_crash", "zkwarden", {"recovered_s": round(t1 - t0, 2)})
+        finally:
+            self.stop(c, sidecar)
+
+    def observe(self):
+        """The JM crash through a sidecar in observe mode: the jobs meet what they
+        meet direct; zkwarden's report names what sidecar mode would have done."""
+        zk = self.server()
+        c, sidecar = self.cluster("obs", "observe", zk.hostport)
+        try:
+            jobs = self.start(c, 2)
+            r = self.restart_jm(c, jobs, self.timeout_ms / 1000 * 3 + 90)
+            status, body = _admin(sidecar, "/v1/reclaims")
+            actions = json.loads(body).get("reclaims", []) if status == 200 else []
+            would = sorted({a["kind"] for a in actions if a.get("would")})
+            done = sorted({a["kind"] for a in actions if a.get("done")})
+            metrics = sidecar.metrics() or ""
+            counts = {m.group(1): float(m.group(2)) for m in
+                      re.finditer(r'^zkwarden_would_actions_total\{kind="([a-z_]+)"\} (\S+)$', metrics, re.M)}
+            r.update({"would_actions": would, "done_actions": done,
+                      "would_actions_total": {k: v for k, v in counts.items() if v}})
+            self.put("observe", "observe", r)
+        finally:
+            self.stop(c, sidecar)
+
+    def application(self, mode):
+        """S1 on an application cluster (StandaloneApplicationClusterEntryPoint,
+        as the Flink Kubernetes operator runs it)."""
+        zk = self.server()
+        c, sidecar = self.cluster("app", mode, zk.hostport, kind="application")
+        try:
+            jobs = self.start(c, 1)
+            self.put("application", mode, self.restart_jm(c, jobs, self.timeout_ms / 1000 * 3 + 90))
+        finally:
+            self.stop(c, sidecar)
+
+    def s1_60s(self, mode):
+        """S1 at Flink's default session timeout (60 s)."""
+        zk = self.server(max_session_ms=120000)
+        c, sidecar = self.cluster("s60", mode, zk.hostport, timeout_ms=60000)
+        try:
+            jobs = self.start(c, 2)
+            self.put("s1_60s", mode, self.restart_jm(c, jobs, 60 * 3 + 90))
+        finally:
+            self.stop(c, sidecar)
+
+    def rolling_restart(self, mode):
+        """3 servers, each stopped and started in turn while the jobs checkpoint."""
+        ens = zkharness.Ensemble(self.dir / ("ensemble-%s" % mode), n=3, tick_ms=500, reconfig=False,
+                                 max_session_ms=60000, jvm_args=zkharness.FAST_START_JVM,
+                                 classpath=self.zk_classpath)
+        c = sidecar = tree = None
+        try:
+            ens.start(timeout=90)
+            c, sidecar = self.cluster("zkroll", mode, ens.connect)
+            tree = Tree(ens.connect)
+            jobs = self.start(c, 2)
+            before = len(c.all_jm_logs())
+            for i, s in enumerate(ens.servers):
+                s.stop()
+                time.sleep(1.0)  # the server is down for a moment, as in a rolling restart
+                s.start(wait=False)
+                ens.wait_quorum(90)
+                # the next server goes once this one serves again and the jobs checkpoint
+                c.wait_checkpoints(jobs, 2, 120)
+            c.wait_running(jobs, 120, what="every job RUNNING after the rolling restart")
+            text = c.all_jm_logs()[before:]
+            dialed = sorted({int(p) for p in re.findall(r"Opening socket connection to server /?[0-9.]+:(\d+)",
+                                                         c.all_jm_logs())})
+            r = {"job_restarts": len(fc.JOB_RESTART.findall(text)),
+                 "leadership_revoked": len(fc.LEADERSHIP_REVOKED.findall(text)),
+                 "suspended": len(fc.CURATOR_SUSPENDED.findall(text)),
+                 "jm_processes": c.jm_n,
+                 # Curator's ensemble tracker reads /zookeeper/config (which names
+                 # the real servers): through zkwarden the JM must dial only its sidecar
+                 "jm_dialed_ports": dialed}
+            if sidecar is not None:
+                r["jm_dialed_only_sidecar"] = dialed == [sidecar.port]
+            r.update(leftovers(c, tree, jobs))
+            self.put("rolling_restart", mode, r)
+        finally:
+            if tree is not None:
+                tree.close()
+            if c is not None:
+                self.stop(c, sidecar)
+            ens.stop()
+
+    # -------------------------------------------------------- verdicts
+
+    def put(self, scenario, mode, figures):
+        self.results.setdefault(scenario, {})[mode] = figures
+        log("%s %s: %s" % (scenario, mode, json.dumps(figures)))
+
+    def judge(self):
+        """Failures (what must hold through zkwarden, and the fault shown direct)
+        and findings (where direct does not show a failure)."""
+        r = self.results
+        timeout_s = self.timeout_ms / 1000
+
+        def get(s, m):
+            return r.get(s, {}).get(m)
+
+        for s, t in (("s1", timeout_s), ("application", timeout_s), ("s1_60s", 60.0)):
+            d, z = get(s, "direct"), get(s, "zkwarden")
+            if d is not None and d["recovered_s"] < 0.75 * t:
+                self.failures.append("%s direct: jobs RUNNING %.1f s after the JM's start, less than 75%% of the "
+                                     "session timeout (%.0f s): the fault did not show" % (s, d["recovered_s"], t))
+            if z is not None and z["recovered_s"] > RECOVER_BOUND_S:
+                self.failures.append("%s zkwarden: jobs RUNNING %.1f s after the JM's start, %s s after its "
+                                     "ZooKeeper connect (bound %.0f s from the start)"
+                                     % (s, z["recovered_s"], z.get("recovered_after_connect_s", "?"),
+                                        RECOVER_BOUND_S))
+        z = get("pod_crash", "zkwarden")
+        if z is not None and z["recovered_s"] > RECOVER_BOUND_S:
+            self.failures.append("pod_crash: jobs RUNNING %.1f s after the JM's start (bound %.0f s)"
+                                 % (z["recovered_s"], RECOVER_BOUND_S))
+        for mode in ("direct", "zkwarden"):
+            s2 = get("s2", mode)
+            if s2 is None:
+                continue
+            bad = {k: s2[k] for k in ("failed_removals", "left_in_zookeeper", "left_on_disk") if s2[k]}
+            if bad and mode == "zkwarden":
+                self.failures.append("s2 zkwarden: %s" % bad)
+            elif not bad and mode == "direct":
+                self.findings.append("s2 direct shows no failed removal: a JobManager killed with -9 keeps its "
+                                     "leader latch until its session expires, and its locks go in the same "
+                                     "transaction, so no lock outlives it")
+        for mode in ("direct", "zkwarden"):
+            s3 = get("s3", mode)
+            if s3 is None:
+                continue
+            if not s3["job_graph_removed"] and mode == "zkwarden":
+                self.failures.append("s3 zkwarden: the job graph was not removed: %s" % s3)
+            elif s3["job_graph_removed"] and mode == "direct":
+                self.findings.append("s3 direct removes the job graph: the restarted JobManager leads only "
+                                     "after the old session expired, so no foreign lock is left on it")
+        o = get("observe", "observe")
+        d = get("s1", "direct")
+        if o is not None:
+            if o["recovered_s"] < 0.75 * timeout_s:
+                self.failures.append("observe: jobs RUNNING %.1f s after the JM's start: not what direct meets "
+                                     "(the session timeout, %.0f s)" % (o["recovered_s"], timeout_s))
+            if "fence" not in o["would_actions"] and "orphan_fence" not in o["would_actions"]:
+                self.failures.append("observe: no would-fence reported: %s" % o)
+            if o["done_actions"]:
+                self.failures.append("observe: zkwarden did %s" % o["done_actions"])
+        rr_d, rr_z = get("rolling_restart", "direct"), get("rolling_restart", "zkwarden")
+        if rr_z is not None and (rr_z["job_restarts"] or rr_z["suspended"]):
+            self.failures.append("rolling_restart zkwarden: %d job restarts, %d SUSPENDED (want 0)"
+                                 % (rr_z["job_restarts"], rr_z["suspended"]))
+        if rr_z is not None and not rr_z.get("jm_dialed_only_sidecar", True):
+            self.failures.append("rolling_restart zkwarden: the JobManager dialed %s, not only its sidecar"
+                                 % rr_z["jm_dialed_ports"])
+        if rr_d is not None and not (rr_d["job_restarts"] or rr_d["suspended"]):
+            self.findings.append("rolling_restart direct showed no job restart and no SUSPENDED")
+
+
+def _died(c):
+    if not c.jm_alive():
+        raise RuntimeError("the JobManager exited with %s:\n%s" % (c.jm.returncode, fc.tail(c.jm_logs[-1], 8000)))
+    return False
+
+
+def _admin(sidecar, path):
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://%s:%d%s" % (fc.HOST, sidecar.admin_port, path), timeout=3) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except Exception as e:  # the report is what we read; none is a failure the judge names
+        return 0, str(e)
+
+
+def _log_time(text, marker):
+    """Epoch seconds of the first log line with marker (Flink's log4j pattern, local time)."""
+    for line in text.splitlines():
+        if marker in line:
+            try:
+                base, ms = line[:23].split(",")
+                return time.mktime(time.strptime(base, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000.0
+            except ValueError:
+                return None
+    return None
+
+
+# ---------------------------------------------------------------- S2, S3 figures
+
+def leftovers(c, tree, jobs):
+    """S2: what Flink subsumed and left behind, read twice with a checkpoint
+    between (a node or file counts only if it is still there the second time,
+    so a subsumption under way is not one): checkpoint znodes older than the
+    job's retained ones, HA files without a checkpoint znode, checkpoint
+    directories of completed checkpoints older than the retained ones; and
+    the JobManager's failed removals, from its own log. A checkpoint under way
+    when a JobManager was killed never completed and was never subsumed: its
+    directory stays (Flink does not clean it up) and is counted apart."""
+    def snapshot():
+        zk = {j: tree.checkpoint_ids(c.zk_root, j) for j in jobs}
+        disk = {j: fc.disk_checkpoints(c, j) for j in jobs}
+        ha = fc.ha_files(c, "completedCheckpoint")
+        return zk, disk, ha
+
+    zk1, disk1, ha1 = snapshot()
+    c.wait_checkpoints(jobs, 2, 60)
+    zk2, disk2, ha2 = snapshot()
+    left_zk, left_disk, stale_locks, in_flight = 0, 0, 0, 0
+    for j in jobs:
+        retained = zk2[j][-c.num_retained:]
+        left_zk += len([i for i in zk1[j] if i in zk2[j] and i not in retained])
+        oldest = min(retained) if retained else 0
+        completed = fc.completed_checkpoints(c, j)
+        old = [i for i in disk1[j] if i in disk2[j] and i < oldest]
+        left_disk += len([i for i in old if i in completed])
+        in_flight += len([i for i in old if i not in completed])
+        owners = {o for _, o in tree.locks(c.zk_root, j)}
+        stale_locks += len(owners - {_leader_session(tree, c)})
+    n_zk = sum(len(v) for v in zk2.values())
+    left_disk += max(0, min(len(ha1) - sum(len(v) for v in zk1.values()), len(ha2) - n_zk))
+    failed = len(fc.FAILED_REMOVAL.findall(c.all_jm_logs()))
+    return {"failed_removals": failed, "left_in_zookeeper": left_zk, "left_on_disk": left_disk,
+            "lock_owner_sessions_not_the_leader": stale_locks, "never_completed_dirs_left": in_flight}
+
+
+def _leader_session(tree, c):
+    """The session of the leading JobManager: the owner of the first latch node."""
+    latch = c.zk_root + "/leader/latch"
+    nodes = sorted(tree.children(latch), key=lambda n: n.rsplit("-", 1)[-1])
+    for n in nodes:
+        st = tree.zk.exists(latch + "/" + n)
+        if st is not None:
+            return st.ephemeralOwner
+    return None
+
+
+def cancel_and_check(c, tree, job, check_s):
+    """S3: cancel a job after the failovers; its job graph node, its HA file
+    and its checkpoint tree must go (within check_s of CANCELED)."""
+    graphs_before = fc.ha_files(c, "submittedJobGraph") + fc.ha_files(c, "submittedExecutionPlan")
+    had_node = bool(tree.job_graph_paths(c.zk_root, job))
+    if not c.cancel(job):
+        raise RuntimeError("cancel of %s was refused" % job)
+    wait_until(lambda: c.job_state(job) == "CANCELED", 60, interval=0.1, what="job %s CANCELED" % job)
+    t0 = time.time()
+
+    def gone():
+        graphs = fc.ha_files(c, "submittedJobGraph") + fc.ha_files(c, "submittedExecutionPlan")
+        return (not tree.job_graph_paths(c.zk_root, job) and len(graphs) < len(graphs_before)
+                and not tree.exists("%s/jobs/%s" % (c.zk_root, job)))
+    try:
+        wait_until(gone, check_s, interval=0.1, what="the job graph removed")
+        removed, took = True, round(time.time() - t0, 2)
+    except TimeoutError:
+        removed, took = False, None
+    graphs = fc.ha_files(c, "submittedJobGraph") + fc.ha_files(c, "submittedExecutionPlan")
+    return {"job_graph_removed": removed, "removed_after_s": took, "had_job_graph_node": had_node,
+            "job_graph_node_left": bool(tree.job_graph_paths(c.zk_root, job)),
+            "job_graph_files_left": len(graphs) - (len(graphs_before) - 1),
+            "checkpoint_tree_left": tree.exists("%s/jobs/%s" % (c.zk_root, job))}
+
+
+# ---------------------------------------------------------------- a run
+
+def run_cell(args, flink, zk, scenarios, workdir):
+    """flink, zk: (line, version)."""
+    cell = Cell(args, flink, zk, workdir)
+    flink_line, zk_line = flink[0], zk[0]
+    t0 = time.time()
+    out = {"flink": flink[1], "flink_line": flink_line,
+           "zookeeper": zk[1] + (" (Debian)" if zk_line == "debian" else ""),
+           "zookeeper_line": zk_line, "session_timeout_s": args.session_timeout_s,
+           "num_retained": args.num_retained, "date": datetime.date.today().isoformat()}
+    try:
+        cell.prepare()
+        out["maven_s"] = round(cell.maven_s, 1)
+        out["cds_training_s"] = round(cell.cds_s, 1)
+        modes = ["direct"] if args.direct_only else ["direct", "zkwarden"]
+        if set(scenarios) & {"s1", "s2", "s3"}:
+            for m in modes:
+                cell.session_life(m, args.restarts)
+        if "pod_crash" in scenarios and not args.direct_only:
+            cell.pod_crash()
+        if "observe" in scenarios and not args.direct_only:
+            cell.observe()
+        if "application" in scenarios:
+            if flink_line in fc.NO_APPLICATION_CLUSTER:
+                cell.findings.append("application cluster not run: no flink-container %s on Maven Central"
+                                     % flink_line)
+            else:
+                for m in modes:
+                    cell.application(m)
+        if "s1_60s" in scenarios:
+            for m in modes:
+                cell.s1_60s(m)
+        if "rolling_restart" in scenarios:
+            for m in modes:
+                cell.rolling_restart(m)
+        cell.judge()
+    except Exception as e:
+        cell.failures.append("error: %s" % e)
+        log(traceback.format_exc())
+    finally:
+        cell.close()
+        procs.stop_all_started()
+    out["scenarios"] = cell.results
+    out["failures"] = cell.failures
+    out["findings"] = cell.findings
+    out["seconds"] = round(time.time() - t0, 1)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="S1, S2, S3 only (the test run's subset)")
+    p.add_argument("--matrix", action="store_true", help="every Flink line x every ZooKeeper line")
+    p.add_argument("--flink", default="1.20",
+                   help="a Flink line (%s: its pinned patch release) or any release of one, e.g. 1.20.1"
+                   % ", ".join(fc.FLINK_LINES))
+    p.add_argument("--zookeeper", default="debian",
+                   help="a ZooKeeper line (%s; debian: Debian's 3.8.0 package) or any release of one, e.g. 3.8.4"
+                   % ", ".join(fc.ZK_LINES))
+    p.add_argument("--scenarios", help="comma list of %s" % ",".join(FULL))
+    p.add_argument("--restarts", type=int, help="JobManager restarts of S2 (quick 2, else 3)")
+    p.add_argument("--session-timeout-s", type=float, default=20.0)
+    p.add_argument("--num-retained", type=int, default=3)
+    p.add_argument("--cancel-check-s", type=float, default=20.0)
+    p.add_argument("--direct-only", action="store_true", help="no zkwarden binary needed")
+    p.add_argument("--json", help="write the result (one cell: one object; --matrix: a list) to this file")
+    p.add_argument("--docs", help="also write the compatibility page (docs/compatibility.md) from the result")
+    p.add_argument("--maven-repo", help="Maven local repository (default ~/.m2; an empty one measures a cold run)")
+    p.add_argument("--zkwarden-log-level", default=os.environ.get("ZKW_LOG_LEVEL", "info"))
+    p.add_argument("--workdir", help="keep every log here (default: a temporary directory, removed after a pass)")
+    args = p.parse_args()
+    # our own ZooKeeper session's reconnects in the rolling restart are no news
+    logging.basicConfig(level=logging.ERROR)
+    scenarios = args.scenarios.split(",") if args.scenarios else (QUICK if args.quick else FULL)
+    unknown = set(scenarios) - set(FULL)
+    if unknown:
+        p.error("unknown scenarios %s" % sorted(unknown))
+    if args.restarts is None:
+        args.restarts = 2 if args.quick else 3
+    if args.matrix:
+        cells = [((f, fv), (z, zv)) for f, fv in fc.FLINK_LINES.items() for z, zv in fc.ZK_LINES.items()]
+    else:
+        cells = [(_line(args.flink, fc.FLINK_LINES, p), _line(args.zookeeper, fc.ZK_LINES, p))]
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="zkwarden-flink."))
+    work.mkdir(parents=True, exist_ok=True)
+    log("work directory %s" % work)
+    command = canonical_command(sys.argv[1:])
+    results = []
+    try:
+        for i, (f, z) in enumerate(cells):
+            this = scenarios
+            if args.matrix and not args.scenarios and i > 0:
+                # Flink's default 60 s session timeout once in the full run (the first pair)
+                this = [s for s in scenarios if s != "s1_60s"]
+            log("=== Flink %s on ZooKeeper %s: %s" % (f[1], z[1], ",".join(this)))
+            r = run_cell(args, f, z, this, work / ("flink-%s-zk-%s" % (f[1], z[0] if z[0] == "debian" else z[1])))
+            r["command"] = command
+            results.append(r)
+            if args.json:
+                _write_json(args.json, results if args.matrix else r)
+            print_cell(r)
+    finally:
+        procs.stop_all_started()
+    if args.docs:
+        import compatibility
+        compatibility.write(args.docs, results, command)
+    failed = sum(1 for r in results if r["failures"])
+    if failed == 0 and not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    elif failed:
+        log("logs kept in %s" % work)
+    print("%d passed, %d failed" % (len(results) - failed, failed))
+    return 1 if failed else 0
+
+
+# Options that name files of this machine: left out of the command a result records.
+LOCAL_OPTIONS = ("--workdir", "--json", "--docs", "--maven-repo")
+
+
+def canonical_command(argv):
+    """The command that made a result, without this machine's paths."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in LOCAL_OPTIONS:
+            skip = True
+        elif not a.startswith(tuple(o + "=" for o in LOCAL_OPTIONS)):
+            out.append(a)
+    return " ".join(["tests/flink/run.sh"] + out)
+
+
+def _line(v, table, p):
+    """(line, version) of a line name or a release (X.Y.Z of a known line)."""
+    if v in table:
+        return v, table[v]
+    m = re.fullmatch(r"(\d+\.\d+)\.\d+", v)
+    if m and m.group(1) in table:
+        return m.group(1), v
+    p.error("unknown version %s (a line of %s, or a release of one)" % (v, ", ".join(table)))
+
+
+def _write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def print_cell(r):
+    print("Flink %s, ZooKeeper %s, session timeout %.0f s (%.0f s)" % (r["flink"], r["zookeeper"],
+                                                                    r["session_timeout_s"], r["seconds"]))
+    for s, modes in r["scenarios"].items():
+        for m, fig in modes.items():
+            print("  %-16s %-9s %s" % (s, m, json.dumps(fig, sort_keys=True)))
+    for f in r["findings"]:
+        print("  finding: " + f)
+    for f in r["failures"]:
+        print("  FAILED: " + f)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
