@@ -304,6 +304,9 @@ class FlinkCluster:
             cds = ["-XX:SharedArchiveFile=%s" % cds_archive(self.version)]
         cmd = ["java", "-Xmx%s" % heap] + FAST_JVM + cds + JAVA17_OPENS + [
             "-Dlog4j.configurationFile=%s" % (self.conf_dir / "log4j2.properties"),
+            # Flink's web and RPC jars unpack under java.io.tmpdir: the work
+            # directory's, so that nothing is left in /tmp.
+            "-Djava.io.tmpdir=%s" % (self.dir / "tmp"),
             "-cp", cp, main] + list(args)
         f = open(out, "ab")
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
