@@ -7,9 +7,13 @@ own log.
 
 Every process is started here in its own process group, remembered by its
 pid (tests/drills/procs.py's registry) and stopped by that pid. Everything
-listens on 127.0.0.1 only.
+listens on 127.0.0.1 only. A JVM in a session of its own outlives the run
+unless the run stops it: flinktest.py turns SIGTERM and SIGHUP into an exit
+through every finally block, and a process is started and registered under
+signals_held(), so that no such signal comes between the two.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -67,6 +71,34 @@ JAVA17_OPENS = ["--add-exports=java.base/sun.net.util=ALL-UNNAMED",
         "java.util.concurrent.locks")]
 # Small JVMs that start fast: C1 only, serial GC, class data sharing.
 FAST_JVM = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xss512k"]
+
+
+# ---------------------------------------------------------------- signals
+
+_held = {"depth": 0, "pending": None}
+
+
+def hold_signal(signum):
+    """Called by the run's signal handler: True when the signal waits for
+    the end of a signals_held() block (which delivers it again)."""
+    if _held["depth"]:
+        _held["pending"] = signum
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def signals_held():
+    """A process started and stored where the finally blocks stop it (its
+    object, procs' registry) before a SIGTERM or SIGHUP ends the run."""
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if not _held["depth"] and _held["pending"] is not None:
+            signum, _held["pending"] = _held["pending"], None
+            os.kill(os.getpid(), signum)  # the handler runs now and ends the run
 
 
 def log(msg):
@@ -130,6 +162,32 @@ def job_jar(version, classpath):
     subprocess.run(["jar", "cf", str(tmp), "-C", str(classes), "."], check=True, timeout=120)
     os.replace(tmp, jar)
     return jar
+
+
+def flink_jar_versions(classpath):
+    """{artifact: version} of the Flink jars on a classpath that can differ in
+    version: flink-runtime and flink-container (the application cluster's
+    entry point, published for some patch releases only: e.g. 1.20.0 beside
+    1.20.5's runtime)."""
+    out = {}
+    for jar in classpath.split(":"):
+        m = re.match(r"(flink-runtime|flink-container)-(\d+\.\d+\.\d+)\.jar$", os.path.basename(jar))
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def pinned_container_versions():
+    """{Flink line: flink-container version} as maven/flink/pom.xml pins them
+    (for results that did not record the jars they ran)."""
+    text = (HERE / "maven" / "flink" / "pom.xml").read_text()
+    out = {}
+    for prof in re.findall(r"<profile>(.*?)</profile>", text, re.S):
+        line = re.search(r"<id>flink-([0-9.]+)</id>", prof)
+        dep = re.search(r"<artifactId>flink-container</artifactId><version>([^<]+)</version>", prof)
+        if line and dep:
+            out[line.group(1)] = dep.group(1)
+    return out
 
 
 def zookeeper_classpath(line, version, repo_local=None):
@@ -328,9 +386,10 @@ class FlinkCluster:
         else:
             main = "org.apache.flink.container.entrypoint.StandaloneApplicationClusterEntryPoint"
             args = ["--job-classname", "zkwtest.GeneratorJob"]
-        self.jm_started_at = time.time()
-        self.jm = self._java("320m", main, ["--configDir", str(self.conf_dir)] + args, path, cds_dump)
-        procs._track(self.jm, "jobmanager %s#%d" % (self.cluster_id, self.jm_n))
+        with signals_held():
+            self.jm_started_at = time.time()
+            self.jm = self._java("320m", main, ["--configDir", str(self.conf_dir)] + args, path, cds_dump)
+            procs._track(self.jm, "jobmanager %s#%d" % (self.cluster_id, self.jm_n))
         return self.jm_started_at
 
     def kill_jm(self):
@@ -356,9 +415,10 @@ class FlinkCluster:
 
     def start_tm(self):
         path = self.dir / "taskmanager.log"
-        self.tm = self._java("200m", "org.apache.flink.runtime.taskexecutor.TaskManagerRunner",
-                             ["--configDir", str(self.conf_dir)], path)
-        procs._track(self.tm, "taskmanager %s" % self.cluster_id)
+        with signals_held():
+            self.tm = self._java("200m", "org.apache.flink.runtime.taskexecutor.TaskManagerRunner",
+                                 ["--configDir", str(self.conf_dir)], path)
+            procs._track(self.tm, "taskmanager %s" % self.cluster_id)
 
     # -------------------------------------------------------- jobs
 
@@ -369,8 +429,9 @@ class FlinkCluster:
         args = ["--rest", "%s:%d" % (HOST, self.rest_port), "--jobs", str(n_jobs)]
         for k, v in self.job_settings().items():
             args += ["--set", "%s=%s" % (k, v)]
-        p = self._java("128m", "zkwtest.GeneratorJob", args, out)
-        procs._track(p, "submitter %s" % self.cluster_id)
+        with signals_held():
+            p = self._java("128m", "zkwtest.GeneratorJob", args, out)
+            procs._track(p, "submitter %s" % self.cluster_id)
         try:
             p.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -10,13 +10,15 @@ zkwarden's (its would-actions, by definition).
 """
 
 import argparse
-import calendar
 import datetime
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +32,25 @@ from flinkcluster import FlinkCluster, Tree, log, procs, wait_until, zkharness
 RECOVER_BOUND_S = 5.0
 QUICK = ("s1", "s2", "s3")
 FULL = ("s1", "s2", "s3", "pod_crash", "observe", "application", "rolling_restart", "s1_60s")
+SESSION_LIFE = ("s1", "s2", "s3")  # one cluster's life measures all three
+
+# What must hold, per scenario and mode: the words a failure is recorded with
+# (and compatibility.py's, for runs that recorded none).
+_IN_TIME = "every job RUNNING within %.0f s of the JobManager's launch" % RECOVER_BOUND_S
+_THE_WAIT = "direct shows the wait: every job RUNNING no sooner than 75% of the session timeout after the launch"
+MUST_HOLD = {
+    ("s1", "zkwarden"): _IN_TIME, ("application", "zkwarden"): _IN_TIME, ("s1_60s", "zkwarden"): _IN_TIME,
+    ("pod_crash", "zkwarden"): _IN_TIME,
+    ("s1", "direct"): _THE_WAIT, ("application", "direct"): _THE_WAIT, ("s1_60s", "direct"): _THE_WAIT,
+    ("s2", "zkwarden"): "0 failed removals, nothing left in ZooKeeper or on disk",
+    ("s3", "zkwarden"): "the job graph node and its HA file removed after the cancel",
+    ("observe", "observe"): "jobs as slow as direct (at least 75% of the session timeout), a would-fence "
+                            "reported, nothing done",
+    ("rolling_restart", "zkwarden"): "0 job restarts, 0 SUSPENDED, the JobManager dialing only its sidecar",
+}
+SIDECAR_EXIT = "zkwarden exits 0 on SIGTERM"
+BINARY_SAME = "one zkwarden binary for the whole run"
+RAN_TO_END = "the scenario runs to its end (the harness raised an error)"
 
 
 class Cell:
@@ -44,6 +65,10 @@ class Cell:
         self.results = {}
         self.failures = []
         self.findings = []
+        # the same, with the scenarios and the mode each is about (compatibility.py)
+        self.failure_details = []
+        self.finding_details = []
+        self.current = (list(FULL), None)  # what runs now: an error is about it
         self.maven_s = 0.0
         self.cds_s = 0.0
         self.zk = None
@@ -53,14 +78,17 @@ class Cell:
 
     def prepare(self):
         self.classpath, t1 = fc.flink_classpath(self.line, self.version, self.args.maven_repo)
+        self.jars = fc.flink_jar_versions(self.classpath)
         self.jar = fc.job_jar(self.version, self.classpath)
         self.zk_classpath, t2 = fc.zookeeper_classpath(self.zk_line, self.zk_version, self.args.maven_repo)
         self.maven_s = t1 + t2
         if not fc.cds_archive(self.version).exists():
             zk = self.server()
             c, _ = self.cluster("cds", "direct", zk.hostport)
-            self.cds_s = fc.make_cds_archive(c)
-            c.stop()
+            try:
+                self.cds_s = fc.make_cds_archive(c)
+            finally:
+                c.stop()
 
     def server(self, max_session_ms=30000):
         """One standalone server for the cell (every cluster has its own cluster id)."""
@@ -71,7 +99,9 @@ class Cell:
                                          max_session_ms=max_session_ms, jvm_args=zkharness.FAST_START_JVM,
                                          classpath=self.zk_classpath)
             self.zk.cfg_max = max_session_ms
-            self.zk.start(timeout=60)
+            with fc.signals_held():  # the process is in self.zk before a SIGTERM ends the run
+                self.zk.start(wait=False)
+            self.zk.wait_ready(60)
         return self.zk
 
     def close(self):
@@ -91,7 +121,8 @@ class Cell:
                    "ZKWARDEN_AUDIT_FILE": str(d / "zkwarden-audit.jsonl")}
             sidecar = procs.Sidecar(d / "sidecar", "jm-" + cid, upstream, "/zkwarden-" + cid,
                                     log_level=self.args.zkwarden_log_level, extra_env=env)
-            sidecar.start()
+            with fc.signals_held():  # tracked (procs) before a SIGTERM ends the run
+                sidecar.start()
             quorum = sidecar.hostport
         c = FlinkCluster(d, self.version, self.classpath, self.jar, quorum, cid,
                          timeout_ms or self.timeout_ms, kind=kind, num_retained=self.args.num_retained)
@@ -117,27 +148,51 @@ class Cell:
         start to every job RUNNING with every task (and from its first ZooKeeper
         connection, read from its log)."""
         c.kill_jm()
+        return self.relaunch_jm(c, jobs, timeout_s, "every job RUNNING after JobManager #%d started" % (c.jm_n + 1))
+
+    def relaunch_jm(self, c, jobs, timeout_s, what):
+        """Starts the JobManager and waits for every job RUNNING: the time from
+        its launch, from its first ZooKeeper connection (its log), its JVM's
+        start (launch to that connect) and the load average at the launch and
+        at RUNNING: a miss of the bound says whether the JVM or the recovery
+        took the time."""
         t0 = c.start_jm()
-        t1 = c.wait_running(jobs, timeout_s, what="every job RUNNING after JobManager #%d started" % c.jm_n)
+        load0 = os.getloadavg()[0]
+        t1 = c.wait_running(jobs, timeout_s, what=what)
+        load1 = os.getloadavg()[0]
         text = c.jm_log()
         connected = _log_time(text, "State change: CONNECTED")
         # the process's leadership (its REST endpoint's share of it): what the old
         # session's latch holds up direct, and what zkwarden's fence decides
         leader = _log_time(text, " was granted leadership with leaderSessionID")
-        out = {"recovered_s": round(t1 - t0, 2)}
+        out = {"recovered_s": round(t1 - t0, 2), "load_avg_1m": [round(load0, 2), round(load1, 2)]}
         if connected is not None:
+            out["jvm_start_s"] = round(connected - t0, 2)
             out["recovered_after_connect_s"] = round(t1 - connected, 2)
             if leader is not None:
                 out["leader_after_connect_s"] = round(leader - connected, 2)
         return out
 
-    def stop(self, c, sidecar):
+    def stop(self, c, sidecar, scenarios, mode):
         c.stop()
         if sidecar is not None:
             sidecar.stop()
             bad = [e for e in sidecar.exits if e[0] == "SIGTERM" and e[1] != 0]
             if bad:
-                self.failures.append("%s: zkwarden exited %s on SIGTERM" % (c.cluster_id, bad))
+                self.fail(scenarios, mode, "%s: zkwarden exited %s on SIGTERM" % (c.cluster_id, bad),
+                          SIDECAR_EXIT)
+
+    def fail(self, scenarios, mode, text, must_hold=None):
+        """A failure: what must hold did not (or the run raised), about these scenarios in this mode."""
+        self.failures.append(text)
+        first = scenarios[0] if scenarios else None
+        self.failure_details.append({"scenarios": list(scenarios), "mode": mode, "text": text,
+                                     "must_hold": must_hold or MUST_HOLD.get((first, mode), "")})
+
+    def find(self, scenarios, mode, text):
+        """A finding: direct did not show the failure a scenario is about (not a failure)."""
+        self.findings.append(text)
+        self.finding_details.append({"scenarios": list(scenarios), "mode": mode, "text": text})
 
     # -------------------------------------------------------- S1, S2, S3
 
@@ -146,8 +201,9 @@ class Cell:
         in one cluster's life."""
         zk = self.server()
         c, sidecar = self.cluster("s", mode, zk.hostport)
-        tree = Tree(zk.hostport)
+        tree = None
         try:
+            tree = Tree(zk.hostport)
             jobs = self.start(c, 2)
             waits = []
             for k in range(restarts):
@@ -161,8 +217,9 @@ class Cell:
                                        recovered_s=[w["recovered_s"] for w in waits]))
             self.put("s3", mode, cancel_and_check(c, tree, jobs[0], self.args.cancel_check_s))
         finally:
-            tree.close()
-            self.stop(c, sidecar)
+            if tree is not None:
+                tree.close()
+            self.stop(c, sidecar, SESSION_LIFE, mode)
 
     # -------------------------------------------------------- the others
 
@@ -174,12 +231,12 @@ class Cell:
             jobs = self.start(c, 2)
             c.kill_jm()
             sidecar.kill9()
-            sidecar.start()
-            t0 = c.start_jm()
-            t1 = c.wait_running(jobs, self.timeout_ms / 1000 * 3 + 90, what="every job RUNNING after the pod crash")
-            self.put("pod_crash", "zkwarden", {"recovered_s": round(t1 - t0, 2)})
+            with fc.signals_held():
+                sidecar.start()
+            self.put("pod_crash", "zkwarden", self.relaunch_jm(c, jobs, self.timeout_ms / 1000 * 3 + 90,
+                                                               "every job RUNNING after the pod crash"))
         finally:
-            self.stop(c, sidecar)
+            self.stop(c, sidecar, ["pod_crash"], "zkwarden")
 
     def observe(self):
         """The JM crash through a sidecar in observe mode: the jobs meet what they
@@ -200,7 +257,7 @@ class Cell:
                       "would_actions_total": {k: v for k, v in counts.items() if v}})
             self.put("observe", "observe", r)
         finally:
-            self.stop(c, sidecar)
+            self.stop(c, sidecar, ["observe"], "observe")
 
     def application(self, mode):
         """S1 on an application cluster (StandaloneApplicationClusterEntryPoint,
@@ -211,7 +268,7 @@ class Cell:
             jobs = self.start(c, 1)
             self.put("application", mode, self.restart_jm(c, jobs, self.timeout_ms / 1000 * 3 + 90))
         finally:
-            self.stop(c, sidecar)
+            self.stop(c, sidecar, ["application"], mode)
 
     def s1_60s(self, mode):
         """S1 at Flink's default session timeout (60 s)."""
@@ -221,7 +278,7 @@ class Cell:
             jobs = self.start(c, 2)
             self.put("s1_60s", mode, self.restart_jm(c, jobs, 60 * 3 + 90))
         finally:
-            self.stop(c, sidecar)
+            self.stop(c, sidecar, ["s1_60s"], mode)
 
     def rolling_restart(self, mode):
         """3 servers, each stopped and started in turn while the jobs checkpoint."""
@@ -230,7 +287,10 @@ class Cell:
                                  classpath=self.zk_classpath)
         c = sidecar = tree = None
         try:
-            ens.start(timeout=90)
+            with fc.signals_held():  # every server's process is in ens before a SIGTERM ends the run
+                for s in ens.servers:
+                    s.start(wait=False)
+            ens.wait_quorum(90)
             c, sidecar = self.cluster("zkroll", mode, ens.connect)
             tree = Tree(ens.connect)
             jobs = self.start(c, 2)
@@ -238,7 +298,8 @@ class Cell:
             for i, s in enumerate(ens.servers):
                 s.stop()
                 time.sleep(1.0)  # the server is down for a moment, as in a rolling restart
-                s.start(wait=False)
+                with fc.signals_held():
+                    s.start(wait=False)
                 ens.wait_quorum(90)
                 # the next server goes once this one serves again and the jobs checkpoint
                 c.wait_checkpoints(jobs, 2, 120)
@@ -261,7 +322,7 @@ class Cell:
             if tree is not None:
                 tree.close()
             if c is not None:
-                self.stop(c, sidecar)
+                self.stop(c, sidecar, ["rolling_restart"], mode)
             ens.stop()
 
     # -------------------------------------------------------- verdicts
@@ -282,56 +343,72 @@ class Cell:
         for s, t in (("s1", timeout_s), ("application", timeout_s), ("s1_60s", 60.0)):
             d, z = get(s, "direct"), get(s, "zkwarden")
             if d is not None and d["recovered_s"] < 0.75 * t:
-                self.failures.append("%s direct: jobs RUNNING %.1f s after the JM's start, less than 75%% of the "
-                                     "session timeout (%.0f s): the fault did not show" % (s, d["recovered_s"], t))
+                self.fail([s], "direct", "%s direct: jobs RUNNING %.1f s after the JM's start, less than 75%% of "
+                          "the session timeout (%.0f s): the fault did not show" % (s, d["recovered_s"], t))
             if z is not None and z["recovered_s"] > RECOVER_BOUND_S:
-                self.failures.append("%s zkwarden: jobs RUNNING %.1f s after the JM's start, %s s after its "
-                                     "ZooKeeper connect (bound %.0f s from the start)"
-                                     % (s, z["recovered_s"], z.get("recovered_after_connect_s", "?"),
-                                        RECOVER_BOUND_S))
+                self.fail([s], "zkwarden", "%s zkwarden: %s" % (s, slow_text(z)))
         z = get("pod_crash", "zkwarden")
         if z is not None and z["recovered_s"] > RECOVER_BOUND_S:
-            self.failures.append("pod_crash: jobs RUNNING %.1f s after the JM's start (bound %.0f s)"
-                                 % (z["recovered_s"], RECOVER_BOUND_S))
+            self.fail(["pod_crash"], "zkwarden", "pod_crash zkwarden: %s" % slow_text(z))
         for mode in ("direct", "zkwarden"):
             s2 = get("s2", mode)
             if s2 is None:
                 continue
             bad = {k: s2[k] for k in ("failed_removals", "left_in_zookeeper", "left_on_disk") if s2[k]}
             if bad and mode == "zkwarden":
-                self.failures.append("s2 zkwarden: %s" % bad)
+                self.fail(["s2"], mode, "s2 zkwarden: %s" % bad)
             elif not bad and mode == "direct":
-                self.findings.append("s2 direct shows no failed removal: a JobManager killed with -9 keeps its "
-                                     "leader latch until its session expires, and its locks go in the same "
-                                     "transaction, so no lock outlives it")
+                self.find(["s2"], mode, "s2 direct shows no failed removal: a JobManager killed with -9 keeps its "
+                          "leader latch until its session expires, and its locks go in the same "
+                          "transaction, so no lock outlives it")
         for mode in ("direct", "zkwarden"):
             s3 = get("s3", mode)
             if s3 is None:
                 continue
             if not s3["job_graph_removed"] and mode == "zkwarden":
-                self.failures.append("s3 zkwarden: the job graph was not removed: %s" % s3)
+                self.fail(["s3"], mode, "s3 zkwarden: the job graph was not removed: %s" % s3)
             elif s3["job_graph_removed"] and mode == "direct":
-                self.findings.append("s3 direct removes the job graph: the restarted JobManager leads only "
-                                     "after the old session expired, so no foreign lock is left on it")
+                self.find(["s3"], mode, "s3 direct removes the job graph: the restarted JobManager leads only "
+                          "after the old session expired, so no foreign lock is left on it")
         o = get("observe", "observe")
-        d = get("s1", "direct")
         if o is not None:
             if o["recovered_s"] < 0.75 * timeout_s:
-                self.failures.append("observe: jobs RUNNING %.1f s after the JM's start: not what direct meets "
-                                     "(the session timeout, %.0f s)" % (o["recovered_s"], timeout_s))
+                self.fail(["observe"], "observe", "observe: jobs RUNNING %.1f s after the JM's start: not what "
+                          "direct meets (the session timeout, %.0f s)" % (o["recovered_s"], timeout_s))
             if "fence" not in o["would_actions"] and "orphan_fence" not in o["would_actions"]:
-                self.failures.append("observe: no would-fence reported: %s" % o)
+                self.fail(["observe"], "observe", "observe: no would-fence reported: %s" % o)
             if o["done_actions"]:
-                self.failures.append("observe: zkwarden did %s" % o["done_actions"])
+                self.fail(["observe"], "observe", "observe: zkwarden did %s" % o["done_actions"])
         rr_d, rr_z = get("rolling_restart", "direct"), get("rolling_restart", "zkwarden")
         if rr_z is not None and (rr_z["job_restarts"] or rr_z["suspended"]):
-            self.failures.append("rolling_restart zkwarden: %d job restarts, %d SUSPENDED (want 0)"
-                                 % (rr_z["job_restarts"], rr_z["suspended"]))
+            self.fail(["rolling_restart"], "zkwarden", "rolling_restart zkwarden: %d job restarts, %d SUSPENDED "
+                      "(want 0)" % (rr_z["job_restarts"], rr_z["suspended"]))
         if rr_z is not None and not rr_z.get("jm_dialed_only_sidecar", True):
-            self.failures.append("rolling_restart zkwarden: the JobManager dialed %s, not only its sidecar"
-                                 % rr_z["jm_dialed_ports"])
+            self.fail(["rolling_restart"], "zkwarden", "rolling_restart zkwarden: the JobManager dialed %s, not "
+                      "only its sidecar" % rr_z["jm_dialed_ports"])
         if rr_d is not None and not (rr_d["job_restarts"] or rr_d["suspended"]):
-            self.findings.append("rolling_restart direct showed no job restart and no SUSPENDED")
+            self.find(["rolling_restart"], "direct", "rolling_restart direct showed no job restart and no SUSPENDED")
+
+
+def slow_text(z):
+    """A recovery over the bound, in words that say where the time went: the
+    JVM's own start (launch to its ZooKeeper connect) or what came after the
+    connect (the recovery through zkwarden), and how loaded the machine was."""
+    t = "jobs RUNNING %.1f s after the JobManager's launch (bound %.0f s from the launch)" % (
+        z["recovered_s"], RECOVER_BOUND_S)
+    if "jvm_start_s" in z:
+        t += ": its JVM's start (launch to its ZooKeeper connect) %.1f s, then %.1f s from the connect to " \
+             "every job RUNNING" % (z["jvm_start_s"], z["recovered_after_connect_s"])
+        if "leader_after_connect_s" in z:
+            t += " (its leadership %.1f s after the connect)" % z["leader_after_connect_s"]
+    elif "recovered_after_connect_s" in z:
+        t += ", %.1f s after its ZooKeeper connect" % z["recovered_after_connect_s"]
+    else:
+        t += "; no ZooKeeper connect in its log, so the JVM's start is not known"
+    if "load_avg_1m" in z:
+        t += "; load average (1 min) %.1f at the launch, %.1f at RUNNING, %d CPUs" % (
+            z["load_avg_1m"][0], z["load_avg_1m"][1], os.cpu_count() or 0)
+    return t
 
 
 def _died(c):
@@ -438,52 +515,130 @@ def cancel_and_check(c, tree, job, check_s):
 
 # ---------------------------------------------------------------- a run
 
-def run_cell(args, flink, zk, scenarios, workdir):
-    """flink, zk: (line, version)."""
+def run_cell(args, flink, zk, scenarios, workdir, zkwarden):
+    """flink, zk: (line, version); zkwarden: zkwarden_build()'s, what the run measures."""
     cell = Cell(args, flink, zk, workdir)
     flink_line, zk_line = flink[0], zk[0]
     t0 = time.time()
     out = {"flink": flink[1], "flink_line": flink_line,
            "zookeeper": zk[1] + (" (Debian)" if zk_line == "debian" else ""),
            "zookeeper_line": zk_line, "session_timeout_s": args.session_timeout_s,
-           "num_retained": args.num_retained, "date": datetime.date.today().isoformat()}
+           "num_retained": args.num_retained, "date": datetime.date.today().isoformat(),
+           "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "cpus": os.cpu_count(), "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+           "zkwarden": dict(zkwarden)}
+    modes = ["direct"] if args.direct_only else ["direct", "zkwarden"]
+
+    def step(scens, mode, fn, *a):
+        cell.current = (list(scens), mode)
+        fn(*a)
+
     try:
+        cell.current = (list(scenarios), None)
         cell.prepare()
         out["maven_s"] = round(cell.maven_s, 1)
         out["cds_training_s"] = round(cell.cds_s, 1)
-        modes = ["direct"] if args.direct_only else ["direct", "zkwarden"]
-        if set(scenarios) & {"s1", "s2", "s3"}:
+        # the application cluster's entry point (flink-container) is published
+        # for some patch releases only: the run names the jars it ran
+        out["flink_runtime"] = cell.jars.get("flink-runtime")
+        out["flink_container"] = cell.jars.get("flink-container")
+        if set(scenarios) & set(SESSION_LIFE):
             for m in modes:
-                cell.session_life(m, args.restarts)
+                step(SESSION_LIFE, m, cell.session_life, m, args.restarts)
         if "pod_crash" in scenarios and not args.direct_only:
-            cell.pod_crash()
+            step(["pod_crash"], "zkwarden", cell.pod_crash)
         if "observe" in scenarios and not args.direct_only:
-            cell.observe()
+            step(["observe"], "observe", cell.observe)
         if "application" in scenarios:
             if flink_line in fc.NO_APPLICATION_CLUSTER:
-                cell.findings.append("application cluster not run: no flink-container %s on Maven Central"
-                                     % flink_line)
+                cell.find(["application"], None, "application cluster not run: no flink-container %s on Maven "
+                          "Central" % flink_line)
             else:
                 for m in modes:
-                    cell.application(m)
+                    step(["application"], m, cell.application, m)
         if "s1_60s" in scenarios:
             for m in modes:
-                cell.s1_60s(m)
+                step(["s1_60s"], m, cell.s1_60s, m)
         if "rolling_restart" in scenarios:
             for m in modes:
-                cell.rolling_restart(m)
+                step(["rolling_restart"], m, cell.rolling_restart, m)
+        cell.current = (list(scenarios), None)
         cell.judge()
     except Exception as e:
-        cell.failures.append("error: %s" % e)
+        cell.fail(cell.current[0], cell.current[1], "error: %s" % e, RAN_TO_END)
         log(traceback.format_exc())
     finally:
         cell.close()
         procs.stop_all_started()
+    if not args.direct_only:
+        now = _sha256(zkwarden.get("binary_path"))
+        if now != zkwarden.get("binary_sha256"):
+            out["zkwarden"]["binary_sha256_at_end"] = now
+            cell.fail(list(cell.results) or list(scenarios), "zkwarden", "the zkwarden binary changed during the "
+                      "run (sha256 %s at the start, %s at the end)" % (zkwarden.get("binary_sha256"), now),
+                      BINARY_SAME)
+    out["zkwarden"].pop("binary_path", None)
     out["scenarios"] = cell.results
     out["failures"] = cell.failures
+    out["failure_details"] = cell.failure_details
     out["findings"] = cell.findings
+    out["finding_details"] = cell.finding_details
     out["seconds"] = round(time.time() - t0, 1)
     return out
+
+
+def _sha256(path):
+    """The sha256 of a file, or None when it cannot be read."""
+    if not path:
+        return None
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def zkwarden_build(direct_only):
+    """What zkwarden the run measures: the repository's `git describe --always
+    --dirty` (the harness's checkout; "unknown" without git), the binary
+    ($ZKW_BIN or build/zkwarden) and its sha256 (None with --direct-only)."""
+    commit = "unknown"
+    try:
+        r = subprocess.run(["git", "-C", str(fc.REPO), "describe", "--always", "--dirty"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode == 0 and r.stdout.strip():
+            commit = r.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    out = {"commit": commit, "binary": "$ZKW_BIN" if os.environ.get("ZKW_BIN") else "build/zkwarden",
+           "binary_sha256": None}
+    if not direct_only:
+        out["binary_path"] = procs.zkwarden_binary()  # this machine's path: dropped from the result
+        out["binary_sha256"] = _sha256(out["binary_path"])
+    else:
+        out["binary"] = "none (--direct-only)"
+    return out
+
+
+def stop_on_signals():
+    """SIGTERM and SIGHUP (a CI timeout, a plain kill, a closed terminal) end
+    the run as an exception does, so that every finally block stops what it
+    started: the JVMs run in sessions of their own and would outlive us. A
+    signal that comes while a process is being started and registered
+    (fc.signals_held) ends the run right after; later signals are logged and
+    ignored, so the clean-up is not cut short."""
+    def handler(signum, frame):
+        if fc.hold_signal(signum):
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda n, f: log("signal %d ignored: stopping what was started" % n))
+        log("signal %d: stopping every process this run started" % signum)
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 def main():
@@ -508,6 +663,7 @@ def main():
     p.add_argument("--zkwarden-log-level", default=os.environ.get("ZKW_LOG_LEVEL", "info"))
     p.add_argument("--workdir", help="keep every log here (default: a temporary directory, removed after a pass)")
     args = p.parse_args()
+    stop_on_signals()
     # our own ZooKeeper session's reconnects in the rolling restart are no news
     logging.basicConfig(level=logging.ERROR)
     scenarios = args.scenarios.split(",") if args.scenarios else (QUICK if args.quick else FULL)
@@ -524,6 +680,8 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     log("work directory %s" % work)
     command = canonical_command(sys.argv[1:])
+    zkwarden = zkwarden_build(args.direct_only)
+    log("zkwarden %s, binary %s sha256 %s" % (zkwarden["commit"], zkwarden["binary"], zkwarden["binary_sha256"]))
     results = []
     try:
         for i, (f, z) in enumerate(cells):
@@ -532,7 +690,8 @@ def main():
                 # Flink's default 60 s session timeout once in the full run (the first pair)
                 this = [s for s in scenarios if s != "s1_60s"]
             log("=== Flink %s on ZooKeeper %s: %s" % (f[1], z[1], ",".join(this)))
-            r = run_cell(args, f, z, this, work / ("flink-%s-zk-%s" % (f[1], z[0] if z[0] == "debian" else z[1])))
+            r = run_cell(args, f, z, this, work / ("flink-%s-zk-%s" % (f[1], z[0] if z[0] == "debian" else z[1])),
+                         zkwarden)
             r["command"] = command
             results.append(r)
             if args.json:
