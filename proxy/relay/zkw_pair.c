@@ -35,8 +35,10 @@ static void maybe_free(struct zkw_session *s) {
     zkw_buf_release(&sides[i]->flight);
   }
   zkw_tls_conn_free(s->upstream.tls);
+  zkw_buf_release(&s->barrier_frames);
   zkw_buf_release(&s->barrier_frame);
   zkw_buf_release(&s->held_reply);
+  zkw_buf_release(&s->held_replies);
   zkw_buf_release(&s->scratch);
   zkw_pending_free(&s->pending);
   memset(s->passwd, 0, sizeof s->passwd);

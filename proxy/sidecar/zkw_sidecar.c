@@ -22,6 +22,7 @@
 #include "zkw_sweep.h"
 #include "zkw_sweepwatch.h"
 #include "zkw_rewrite.h"
+#include "zkw_replies.h"
 #include "zkw_session.h"
 
 static bool is_config_node(struct zkw_bytes path) {

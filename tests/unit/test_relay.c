@@ -33,6 +33,7 @@
 #include "zkw_metrics.h"
 #include "zkw_ops.h"
 #include "zkw_server.h"
+#include "zkw_replies.h"
 #include "zkw_session.h"
 #include "zkw_wire.h"
 #include "zkw_test.h"
@@ -53,7 +54,7 @@ struct event {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static struct event events[64];
+static struct event events[128];
 static int nevents;
 static int request_verdict[16]; /* by xid */
 static int reply_verdict[16];
@@ -65,7 +66,7 @@ static int policy_block_ok = -1;
 
 static void record(struct event e) {
   pthread_mutex_lock(&mu);
-  if (nevents < 64) events[nevents++] = e;
+  if (nevents < 128) events[nevents++] = e;
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
 }
@@ -195,7 +196,7 @@ static uv_loop_t loop;
 static struct zkw_server srv;
 static struct zkw_config cfg;
 static uv_async_t wake;
-static enum { DO_NOTHING, DO_RESUME, DO_DELIVER, DO_STOP } todo;
+static enum { DO_NOTHING, DO_RESUME, DO_DELIVER, DO_REPLAY, DO_STOP } todo;
 
 static void wake_cb(uv_async_t *h) {
   pthread_mutex_lock(&mu);
@@ -208,6 +209,8 @@ static void wake_cb(uv_async_t *h) {
     zkw_session_deliver(last_session, barrier);
     record((struct event){.kind = EV_DELIVERED, .xid = (int32_t)barrier});
   }
+  if (what == DO_REPLAY && zkw_session_replay(last_session, barrier) != 0)
+    record((struct event){.kind = EV_CLOSE});
   if (what == DO_STOP) {
     uv_close((uv_handle_t *)h, NULL);
     zkw_server_stop(&srv);
@@ -234,6 +237,13 @@ static void deliver(uint32_t g) {
   deliver_gen = g;
   pthread_mutex_unlock(&mu);
   call_relay(DO_DELIVER);
+}
+
+static void replay(uint32_t g) {
+  pthread_mutex_lock(&mu);
+  deliver_gen = g;
+  pthread_mutex_unlock(&mu);
+  call_relay(DO_REPLAY);
 }
 
 /* True if fd has something to read within ms. */
@@ -369,6 +379,8 @@ static void test_relay_with_recording_hooks(void) {
   reply_verdict[8] = ZKW_WITHHOLD;
   request_verdict[10] = ZKW_FORWARD | ZKW_BARRIER;
   reply_verdict[10] = ZKW_WITHHOLD;
+  request_verdict[13] = ZKW_FORWARD | ZKW_BARRIER;
+  reply_verdict[13] = ZKW_WITHHOLD;
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, loop_thread, NULL), 0);
 
@@ -419,43 +431,71 @@ static void test_relay_with_recording_hooks(void) {
     ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), x == 4 ? ZKW_ZERR_NOAUTH : ZKW_ZERR_NONODE);
   }
 
-  /* The barrier: create 6 and getData 7 in one write; 7 waits for 6's reply,
-   * which is withheld until zkw_session_deliver. */
+  /* The barrier: create 6 and getData 7 (marked) in one write; both go
+   * on, 6's reply is withheld until zkw_session_deliver, 7's is held behind
+   * it (and given to the hooks only then). */
   len = get_data_frame(buf, 6, "/lock");
   len += get_data_frame(buf + len, 7, "/b");
   ASSERT_TRUE(write_all(c, buf, len));
   ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
   ASSERT_EQ(frame_xid(buf), 6);
-  ASSERT_TRUE(reply(u, 6, ZKW_ZERR_NODEEXISTS));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 7);
+  ASSERT_TRUE(reply(u, 6, ZKW_ZERR_NODEEXISTS) && reply(u, 7, ZKW_ZERR_NONODE));
   int e6 = wait_event(EV_REPLY, 6);
   ASSERT_TRUE(e6 > 0);
-  ASSERT_TRUE(events[e6].at_barrier);
-  ASSERT_EQ(event_index(EV_REQUEST, 7), -1); /* still behind the barrier */
-  deliver(withheld());
+  ASSERT_TRUE(events[e6].at_barrier && !events[e6].marked);
+  ASSERT_TRUE(!readable_within(c, 100)); /* 6's reply withheld, 7's held behind it */
+  ASSERT_EQ(event_index(EV_REPLY, 7), -1);
+  uint32_t first_barrier = withheld();
+  deliver(first_barrier);
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
   ASSERT_EQ(frame_xid(buf), 6);
   ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_NODEEXISTS);
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 7);
-  ASSERT_TRUE(event_index(EV_REQUEST, 7) > e6);
-  /* 7 was marked: its reply says so; 6's was not. */
-  ASSERT_TRUE(reply(u, 7, ZKW_ZERR_NONODE));
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 7);
   int e7 = wait_event(EV_REPLY, 7);
-  ASSERT_TRUE(e7 > 0 && events[e7].marked);
-  ASSERT_TRUE(!events[e6].marked);
+  ASSERT_TRUE(e7 > e6 && events[e7].marked); /* given to the hooks once delivered (none before) */
 
-  /* A barrier (8) whose reply is withheld, 9 behind it; then the server
-   * goes away: the session moves to a new connection (the same server,
-   * the only one), 8 is answered with CONNECTIONLOSS, 9 goes on. */
+  /* A barrier (8) withheld and replayed, 9 behind it: the replay goes after
+   * 9 (already with the server); the client gets the replay's reply, then
+   * 9's. */
   len = get_data_frame(buf, 8, "/lock");
   len += get_data_frame(buf + len, 9, "/c");
   ASSERT_TRUE(write_all(c, buf, len));
   ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
   ASSERT_EQ(frame_xid(buf), 8);
-  ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NODEEXISTS));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 9);
+  ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NODEEXISTS) && reply(u, 9, ZKW_ZERR_NONODE));
   ASSERT_TRUE(wait_event(EV_REPLY, 8) > 0);
+  replay(withheld());
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 8); /* the replay */
+  ASSERT_TRUE(!readable_within(c, 100));
+  ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NOAUTH)); /* another answer than the first */
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 8);
+  ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_NOAUTH); /* the replay's reply */
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 9);
+
+  /* A barrier (10) whose reply is withheld, 11 behind it and answered, 12
+   * not yet answered; then the server goes away: the session moves to a new
+   * connection (the same server, the only one); 10 is answered with
+   * CONNECTIONLOSS, then 11's reply as it came, then 12 with CONNECTIONLOSS. */
+  len = get_data_frame(buf, 10, "/lock");
+  len += get_data_frame(buf + len, 11, "/c");
+  len += get_data_frame(buf + len, 12, "/e");
+  ASSERT_TRUE(write_all(c, buf, len));
+  for (int32_t x = 10; x <= 12; x++) {
+    ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+    ASSERT_EQ(frame_xid(buf), x);
+  }
+  ASSERT_TRUE(reply(u, 10, ZKW_ZERR_NODEEXISTS) && reply(u, 11, ZKW_ZERR_NONODE));
+  ASSERT_TRUE(wait_event(EV_REPLY, 10) > 0);
   uint32_t old_barrier = withheld();
+  ASSERT_TRUE(!readable_within(c, 100));
   close(u);
   ASSERT_TRUE(readable(up));
   u = accept(up, NULL, NULL);
@@ -464,42 +504,41 @@ static void test_relay_with_recording_hooks(void) {
   struct zkw_connect_req again;
   ASSERT_EQ(zkw_decode_connect_req(buf + 4, (size_t)(zkw_load_be32(buf)), &again), ZKW_OK);
   ASSERT_EQ(again.session_id, 0x1234);
-  ASSERT_EQ(again.last_zxid_seen, 8); /* the fake replies' zxid is their xid */
+  ASSERT_EQ(again.last_zxid_seen, 10); /* the fake replies' zxid is their xid; 11's was held */
   ASSERT_EQ(zkw_encode_connect_resp(buf, sizeof buf, &cresp, &n), ZKW_OK);
   ASSERT_TRUE(write_all(u, buf, n));
-  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
-  ASSERT_EQ(frame_xid(buf), 8);
-  ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_CONNECTIONLOSS);
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 9);
-  ASSERT_TRUE(reply(u, 9, ZKW_ZERR_NONODE));
-  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
-  ASSERT_EQ(frame_xid(buf), 9);
+  int32_t want[][2] = {{10, ZKW_ZERR_CONNECTIONLOSS}, {11, ZKW_ZERR_NONODE}, {12, ZKW_ZERR_CONNECTIONLOSS}};
+  for (int i = 0; i < 3; i++) {
+    ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+    ASSERT_EQ(frame_xid(buf), want[i][0]);
+    ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), want[i][1]);
+  }
   ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 1);
-  /* A new barrier (10, its reply withheld, 11 behind it); then the policy's
-   * delivery of the old one comes late: it does nothing, neither to 10's
-   * reply nor to 11. */
-  len = get_data_frame(buf, 10, "/lock");
-  len += get_data_frame(buf + len, 11, "/d");
+  /* A new barrier (13, its reply withheld, 14 behind it); then the policy's
+   * delivery of the old one comes late: it does nothing, neither to 13's
+   * reply nor to 14's. */
+  len = get_data_frame(buf, 13, "/lock");
+  len += get_data_frame(buf + len, 14, "/d");
   ASSERT_TRUE(write_all(c, buf, len));
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 10);
-  ASSERT_TRUE(reply(u, 10, ZKW_ZERR_NODEEXISTS));
-  ASSERT_TRUE(wait_event(EV_REPLY, 10) > 0);
+  for (int32_t x = 13; x <= 14; x++) {
+    ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+    ASSERT_EQ(frame_xid(buf), x);
+  }
+  ASSERT_TRUE(reply(u, 13, ZKW_ZERR_NODEEXISTS) && reply(u, 14, ZKW_ZERR_NONODE));
+  ASSERT_TRUE(wait_event(EV_REPLY, 13) > 0);
   ASSERT_TRUE(withheld() != old_barrier);
   deliver(old_barrier);
   ASSERT_TRUE(wait_event(EV_DELIVERED, (int32_t)old_barrier) > 0);
-  ASSERT_TRUE(!readable_within(c, 100)); /* 10's reply still withheld */
-  ASSERT_TRUE(!readable_within(u, 100)); /* 11 still behind it */
+  ASSERT_TRUE(!readable_within(c, 100)); /* 13's reply still withheld, 14's behind it */
   deliver(withheld());
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
-  ASSERT_EQ(frame_xid(buf), 10);
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 11);
+  ASSERT_EQ(frame_xid(buf), 13);
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 14);
 
   /* The client goes: the hooks hear it last. */
   close(c);
-  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 11));
+  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 14));
   int order[] = {EV_CONNECT_REQ, EV_CONNECT_RESP, EV_REQUEST};
   for (int i = 0; i < 3; i++)
     ASSERT_EQ(events[i].kind, order[i]);
