@@ -268,8 +268,8 @@ static int answer_one_lost(struct zkw_session *s, struct zkw_pending_entry e) {
   return 0;
 }
 
-static int answer_barrier_lost(struct zkw_session *s, int32_t xid, int32_t op) {
-  return answer_one_lost(s, (struct zkw_pending_entry){.xid = xid, .op = op});
+static int answer_barrier_lost(struct zkw_session *s, int32_t xid, int32_t op, uint8_t pflags) {
+  return answer_one_lost(s, (struct zkw_pending_entry){.xid = xid, .op = op, .flags = pflags});
 }
 
 /* Answers the client's requests in flight, in their order: a barrier whose
@@ -321,7 +321,7 @@ static void finish(struct zkw_session *s) {
            "watch(es) re-armed, %u auth packet(s) replayed",
            from->host, from->port, s->up_name, (unsigned long long)(ns / 1000000), s->move_lost,
            s->watches.count, s->auth_count);
-  s->client.paused = false;
+  zkw_session_read_client(s);
   zkw_side_start_reading(&s->client);
   zkw_inband_resume(s);
   if (s->phase != ZKW_PHASE_CLOSING) s->resume(s);

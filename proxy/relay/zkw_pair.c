@@ -86,6 +86,20 @@ void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side
   zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(rc));
 }
 
+void zkw_session_out_of_memory(struct zkw_session *s, const char *what) {
+  s->close_class = ZKW_CLOSE_OTHER;
+  zkw_session_close(s, ZKW_LOG_WARN, "out of memory: cannot keep %s", what);
+}
+
+void zkw_session_read_client(struct zkw_session *s) {
+  struct zkw_side *c = &s->client;
+  if (!c->paused || s->held_replies.len >= ZKW_LOW_WATER || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER)
+    return;
+  c->paused = false;
+  c->resumed_ms = uv_now(s->srv->loop);
+  zkw_side_start_reading(c);
+}
+
 void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
   if (s->phase == ZKW_PHASE_CLOSING) return;
   level = zkw_session_level(s, level);
@@ -181,7 +195,9 @@ static void write_cb(uv_write_t *req, int status) {
     return;
   }
   struct zkw_side *src = zkw_side_peer(side);
-  if (src->paused && zkw_side_unsent(side) < ZKW_LOW_WATER) {
+  if (src == &s->client) {
+    zkw_session_read_client(s);
+  } else if (src->paused && zkw_side_unsent(side) < ZKW_LOW_WATER) {
     src->paused = false;
     src->resumed_ms = uv_now(s->srv->loop);
     zkw_side_start_reading(src);

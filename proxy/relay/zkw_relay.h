@@ -99,11 +99,11 @@ struct zkw_session {
   /* Barriers (zkw_hooks.h ZKW_BARRIER, zkw_replies.h): the policy may
    * withhold such a request's reply (a reclaim, then a replay); later replies
    * are then held behind it, in order. */
-  bool barrier; /* a barrier's reply is withheld: later replies are held */
-  bool barrier_replayed;
+  bool barrier;         /* a barrier's reply is withheld: later replies are held */
   bool barrier_lost;    /* a move took the barrier whose reply was withheld: answered first (zkw_move.c) */
   bool flush_due;       /* the withheld barrier is answered: the held replies go after the current run */
-  uint32_t barrier_gen; /* counts withheld barriers: the policy's replay or deliver names the one it means */
+  uint32_t barrier_gen; /* numbers the barrier replies given to the policy: its replay or deliver names the
+                           one it means */
   uint32_t barriers;    /* barrier requests whose reply has not come yet */
   int32_t barrier_xid, barrier_op;
   struct zkw_buf barrier_frames; /* copies of the barrier requests in flight, in order (for a replay) */

@@ -11,9 +11,12 @@
  * come after it are held too, in order, so that the client gets its replies
  * in the order it sent its requests: first the withheld request's answer
  * (the replay's reply, or the reply itself), then the held ones, each then
- * given to the policy as it would have been. Pings' and auth replies pass
- * (clients match them by their fixed xid). A client whose held replies pass
- * ZKW_HIGH_WATER is not read until they go. The policy's replay or delivery
+ * given to the policy as it would have been. The relay's own bookkeeping
+ * (watches, the last zxid, in-band waits) runs as each frame comes, held or
+ * not: a session move reconnects with what the client is going to see.
+ * Pings' and auth replies pass (clients match them by their fixed xid). A
+ * client whose held replies pass ZKW_HIGH_WATER is not read until they go
+ * below ZKW_LOW_WATER (zkw_session_read_client). The policy's replay or delivery
  * names the barrier it means (zkw_session_barrier), so that one a session
  * move has answered with CONNECTIONLOSS is not touched again. */
 #ifndef ZKW_REPLIES_H
@@ -46,14 +49,16 @@ int zkw_replies_flush(struct zkw_session *s);
 /* Session moves (zkw_move.c). The connection is lost: a withheld barrier is
  * answered first at the restore. */
 void zkw_replies_connection_lost(struct zkw_session *s);
+/* Answers one client request with CONNECTIONLOSS (zkw_move.c); pflags: its
+ * pending entry's ZKW_PENDING_* flags. Returns 0, or -1 when the session
+ * closed. */
+typedef int zkw_replies_answer_fn(struct zkw_session *s, int32_t xid, int32_t op, uint8_t pflags);
 /* The restore, before the pending ring's CONNECTIONLOSS: the lost barrier's
- * CONNECTIONLOSS (answer: zkw_move.c's one-request answer), then the held
- * replies as they are (no policy withholds them now). Returns 0, or -1
- * when the session closed. */
-int zkw_replies_restore(struct zkw_session *s, int (*answer)(struct zkw_session *s, int32_t xid, int32_t op));
-
-/* The session's buffers go. */
-void zkw_replies_free(struct zkw_session *s);
+ * CONNECTIONLOSS, then the held replies in their order: a barrier's with
+ * CONNECTIONLOSS too (the policy may not act on it now: the client retries,
+ * and the retry meets the policy), the others as they came. Returns 0, or
+ * -1 when the session closed. */
+int zkw_replies_restore(struct zkw_session *s, zkw_replies_answer_fn *answer);
 
 /* ---- the back-channel: what a policy calls ---- */
 

@@ -476,6 +476,10 @@ static void process_side(struct zkw_side *side) {
         /* The good frames before the bad one were matched and counted: they
          * go on (flushed before the close), whatever the TCP segmentation. */
         if (forward_run(side, run, off)) return;
+        if (rc == ZKW_E_NOSPACE) {
+          zkw_session_out_of_memory(s, from_client ? "a request" : "a reply");
+          return;
+        }
         zkw_metrics_decode_error(from_client);
         s->close_class = ZKW_CLOSE_PROTOCOL_ERROR;
         int32_t n = side->in.len - off >= 4 ? (int32_t)zkw_load_be32(side->in.data + off) : 0;
@@ -522,11 +526,7 @@ static void process(struct zkw_side *side) {
   while (s->resume_pending && s->phase != ZKW_PHASE_CLOSING) {
     s->resume_pending = false;
     s->held = false; /* the held request is asked about again */
-    if (s->client.paused && !s->held && s->held_replies.len < ZKW_LOW_WATER &&
-        zkw_side_unsent(&s->upstream) < ZKW_LOW_WATER) {
-      s->client.paused = false;
-      zkw_side_start_reading(&s->client);
-    }
+    zkw_session_read_client(s);
     process_side(&s->client);
     if (s->upstream.connected) process_side(&s->upstream);
   }

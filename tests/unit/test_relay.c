@@ -63,6 +63,7 @@ static struct zkw_session *last_session;
 static uint32_t barrier_seen; /* the barrier whose reply was withheld last (zkw_session_barrier) */
 static uint32_t deliver_gen;  /* the barrier DO_DELIVER names */
 static int policy_block_ok = -1;
+static int in_barrier_after_deliver = -1; /* zkw_session_in_barrier once a delivery has run */
 
 static void record(struct event e) {
   pthread_mutex_lock(&mu);
@@ -93,10 +94,11 @@ static void rec_connect_response(struct zkw_session *s, const struct zkw_connect
   record((struct event){.kind = EV_CONNECT_RESP});
 }
 
-/* Writes a getData(path) request with xid into out. */
-static int write_get_data(struct zkw_buf *out, int32_t xid, const char *path) {
-  struct zkw_request req = {.xid = xid, .type = ZKW_OP_GET_DATA};
-  req.op.type = ZKW_OP_GET_DATA;
+/* Writes a request of type op (getData, exists) on path with xid into out. */
+static int write_request(struct zkw_buf *out, int32_t xid, int32_t op, const char *path, bool watch) {
+  struct zkw_request req = {.xid = xid, .type = op};
+  req.op.type = op;
+  req.op.watch = watch;
   req.op.path = (struct zkw_bytes){(const uint8_t *)path, (int32_t)strlen(path)};
   if (zkw_buf_reserve(out, 256)) return ZKW_E_NOSPACE;
   size_t n;
@@ -117,7 +119,8 @@ static int rec_request(struct zkw_session *s, const struct zkw_request *req, con
     if (held_once[req->xid]) return ZKW_FORWARD;
     held_once[req->xid] = true;
   }
-  if ((v & ZKW_VERDICT_MASK) == ZKW_REPLACE && write_get_data(out, req->xid, "/replaced"))
+  if ((v & ZKW_VERDICT_MASK) == ZKW_REPLACE &&
+      write_request(out, req->xid, ZKW_OP_GET_DATA, "/replaced", false))
     return ZKW_E_NOSPACE;
   return v;
 }
@@ -207,6 +210,9 @@ static void wake_cb(uv_async_t *h) {
   if (what == DO_RESUME) zkw_session_resume(last_session);
   if (what == DO_DELIVER) {
     zkw_session_deliver(last_session, barrier);
+    pthread_mutex_lock(&mu);
+    in_barrier_after_deliver = zkw_session_in_barrier(last_session);
+    pthread_mutex_unlock(&mu);
     record((struct event){.kind = EV_DELIVERED, .xid = (int32_t)barrier});
   }
   if (what == DO_REPLAY && zkw_session_replay(last_session, barrier) != 0)
@@ -318,12 +324,16 @@ static bool write_all(int fd, const uint8_t *p, size_t n) {
   return true;
 }
 
-static size_t get_data_frame(uint8_t *buf, int32_t xid, const char *path) {
+static size_t request_frame(uint8_t *buf, int32_t xid, int32_t op, const char *path, bool watch) {
   struct zkw_buf b = {0};
-  size_t n = write_get_data(&b, xid, path) == ZKW_OK ? b.len : 0;
+  size_t n = write_request(&b, xid, op, path, watch) == ZKW_OK ? b.len : 0;
   memcpy(buf, b.data, n);
   zkw_buf_release(&b);
   return n;
+}
+
+static size_t get_data_frame(uint8_t *buf, int32_t xid, const char *path) {
+  return request_frame(buf, xid, ZKW_OP_GET_DATA, path, false);
 }
 
 /* The xid of a request frame, and whether its path is path. */
@@ -379,8 +389,10 @@ static void test_relay_with_recording_hooks(void) {
   reply_verdict[8] = ZKW_WITHHOLD;
   request_verdict[10] = ZKW_FORWARD | ZKW_BARRIER;
   reply_verdict[10] = ZKW_WITHHOLD;
-  request_verdict[13] = ZKW_FORWARD | ZKW_BARRIER;
-  reply_verdict[13] = ZKW_WITHHOLD;
+  request_verdict[12] = ZKW_FORWARD | ZKW_BARRIER;
+  reply_verdict[12] = ZKW_WITHHOLD;
+  request_verdict[14] = ZKW_FORWARD | ZKW_BARRIER;
+  reply_verdict[14] = ZKW_WITHHOLD;
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, loop_thread, NULL), 0);
 
@@ -456,6 +468,10 @@ static void test_relay_with_recording_hooks(void) {
   ASSERT_EQ(frame_xid(buf), 7);
   int e7 = wait_event(EV_REPLY, 7);
   ASSERT_TRUE(e7 > e6 && events[e7].marked); /* given to the hooks once delivered (none before) */
+  ASSERT_TRUE(wait_event(EV_DELIVERED, (int32_t)first_barrier) > 0);
+  pthread_mutex_lock(&mu);
+  ASSERT_EQ(in_barrier_after_deliver, 0); /* no barrier left in flight: the sweep may go on */
+  pthread_mutex_unlock(&mu);
 
   /* A barrier (8) withheld and replayed, 9 behind it: the replay goes after
    * 9 (already with the server); the client gets the replay's reply, then
@@ -480,19 +496,25 @@ static void test_relay_with_recording_hooks(void) {
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
   ASSERT_EQ(frame_xid(buf), 9);
 
-  /* A barrier (10) whose reply is withheld, 11 behind it and answered, 12
-   * not yet answered; then the server goes away: the session moves to a new
-   * connection (the same server, the only one); 10 is answered with
-   * CONNECTIONLOSS, then 11's reply as it came, then 12 with CONNECTIONLOSS. */
+  /* A barrier (10) whose reply is withheld; behind it 11 (exists with a
+   * watch, NONODE: the watch is set), 12 (a second barrier, NODEEXISTS) and
+   * 13 (not yet answered); then the server goes away: the session moves to
+   * a new connection (the same server, the only one). The ConnectRequest
+   * names the last zxid the client gets (11's, held when the server went),
+   * the watch 11 set is set again, 10 is answered with CONNECTIONLOSS, 11
+   * as it came, 12 with CONNECTIONLOSS (the policy would have withheld it:
+   * it must not reach the client as it is), 13 with CONNECTIONLOSS. */
   len = get_data_frame(buf, 10, "/lock");
-  len += get_data_frame(buf + len, 11, "/c");
-  len += get_data_frame(buf + len, 12, "/e");
+  len += request_frame(buf + len, 11, ZKW_OP_EXISTS, "/w", true);
+  len += get_data_frame(buf + len, 12, "/lock2");
+  len += get_data_frame(buf + len, 13, "/e");
   ASSERT_TRUE(write_all(c, buf, len));
-  for (int32_t x = 10; x <= 12; x++) {
+  for (int32_t x = 10; x <= 13; x++) {
     ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
     ASSERT_EQ(frame_xid(buf), x);
   }
-  ASSERT_TRUE(reply(u, 10, ZKW_ZERR_NODEEXISTS) && reply(u, 11, ZKW_ZERR_NONODE));
+  ASSERT_TRUE(reply(u, 10, ZKW_ZERR_NODEEXISTS) && reply(u, 11, ZKW_ZERR_NONODE) &&
+              reply(u, 12, ZKW_ZERR_NODEEXISTS));
   ASSERT_TRUE(wait_event(EV_REPLY, 10) > 0);
   uint32_t old_barrier = withheld();
   ASSERT_TRUE(!readable_within(c, 100));
@@ -504,41 +526,50 @@ static void test_relay_with_recording_hooks(void) {
   struct zkw_connect_req again;
   ASSERT_EQ(zkw_decode_connect_req(buf + 4, (size_t)(zkw_load_be32(buf)), &again), ZKW_OK);
   ASSERT_EQ(again.session_id, 0x1234);
-  ASSERT_EQ(again.last_zxid_seen, 10); /* the fake replies' zxid is their xid; 11's was held */
+  ASSERT_EQ(again.last_zxid_seen, 12); /* the fake replies' zxid is their xid; 11's and 12's came */
   ASSERT_EQ(zkw_encode_connect_resp(buf, sizeof buf, &cresp, &n), ZKW_OK);
   ASSERT_TRUE(write_all(u, buf, n));
-  int32_t want[][2] = {{10, ZKW_ZERR_CONNECTIONLOSS}, {11, ZKW_ZERR_NONODE}, {12, ZKW_ZERR_CONNECTIONLOSS}};
-  for (int i = 0; i < 3; i++) {
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0); /* setWatches: the exist watch on /w */
+  ASSERT_EQ(frame_xid(buf), ZKW_XID_SET_WATCHES);
+  struct zkw_request sw;
+  ASSERT_EQ(zkw_decode_request(buf + 4, (size_t)fl - 4, &sw), ZKW_OK);
+  ASSERT_EQ(sw.op.watches[1].count, 1);
+  ASSERT_TRUE(reply(u, ZKW_XID_SET_WATCHES, 0));
+  int32_t want[][2] = {{10, ZKW_ZERR_CONNECTIONLOSS},
+                       {11, ZKW_ZERR_NONODE},
+                       {12, ZKW_ZERR_CONNECTIONLOSS},
+                       {13, ZKW_ZERR_CONNECTIONLOSS}};
+  for (int i = 0; i < 4; i++) {
     ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
     ASSERT_EQ(frame_xid(buf), want[i][0]);
     ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), want[i][1]);
   }
-  ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 1);
-  /* A new barrier (13, its reply withheld, 14 behind it); then the policy's
-   * delivery of the old one comes late: it does nothing, neither to 13's
-   * reply nor to 14's. */
-  len = get_data_frame(buf, 13, "/lock");
-  len += get_data_frame(buf + len, 14, "/d");
+  /* A new barrier (14, its reply withheld, 15 behind it); then the policy's
+   * delivery of the old one comes late: it does nothing, neither to 14's
+   * reply nor to 15's. */
+  len = get_data_frame(buf, 14, "/lock");
+  len += get_data_frame(buf + len, 15, "/d");
   ASSERT_TRUE(write_all(c, buf, len));
-  for (int32_t x = 13; x <= 14; x++) {
+  for (int32_t x = 14; x <= 15; x++) {
     ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
     ASSERT_EQ(frame_xid(buf), x);
   }
-  ASSERT_TRUE(reply(u, 13, ZKW_ZERR_NODEEXISTS) && reply(u, 14, ZKW_ZERR_NONODE));
-  ASSERT_TRUE(wait_event(EV_REPLY, 13) > 0);
+  ASSERT_TRUE(reply(u, 14, ZKW_ZERR_NODEEXISTS) && reply(u, 15, ZKW_ZERR_NONODE));
+  ASSERT_TRUE(wait_event(EV_REPLY, 14) > 0);
+  ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 1); /* the move ended before 14 went on */
   ASSERT_TRUE(withheld() != old_barrier);
   deliver(old_barrier);
   ASSERT_TRUE(wait_event(EV_DELIVERED, (int32_t)old_barrier) > 0);
-  ASSERT_TRUE(!readable_within(c, 100)); /* 13's reply still withheld, 14's behind it */
+  ASSERT_TRUE(!readable_within(c, 100)); /* 14's reply still withheld, 15's behind it */
   deliver(withheld());
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
-  ASSERT_EQ(frame_xid(buf), 13);
-  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
   ASSERT_EQ(frame_xid(buf), 14);
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 15);
 
   /* The client goes: the hooks hear it last. */
   close(c);
-  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 14));
+  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 15));
   int order[] = {EV_CONNECT_REQ, EV_CONNECT_RESP, EV_REQUEST};
   for (int i = 0; i < 3; i++)
     ASSERT_EQ(events[i].kind, order[i]);
