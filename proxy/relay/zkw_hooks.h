@@ -34,13 +34,14 @@
  *   ZKW_WITHHOLD  (the barrier reply only) keep the reply; the policy ends
  *                 it later with zkw_session_replay or zkw_session_deliver
  * A request's FORWARD or REPLACE may carry ZKW_BARRIER: the relay keeps the
- * frame it sent, and later client frames wait until its reply, which comes
- * to on_reply with ZKW_REPLY_AT_BARRIER set. It may carry ZKW_MARK: its reply
+ * frame it sent (later requests go on), and its reply comes to on_reply with
+ * ZKW_REPLY_AT_BARRIER set; ZKW_WITHHOLD then holds it, and the replies after
+ * it, until the policy replays or delivers (zkw_replies.h). It may carry ZKW_MARK: its reply
  * comes with ZKW_REPLY_MARKED (however many marked requests are in flight).
  *
  * Per-session policy state: the relay allocates session_size bytes with each
  * session (zeroed, freed with it): zkw_session_policy(s). The back-channel
- * (what a policy may call) is in zkw_session.h and zkw_pair.h. */
+ * (what a policy may call) is in zkw_session.h, zkw_replies.h and zkw_pair.h. */
 #ifndef ZKW_HOOKS_H
 #define ZKW_HOOKS_H
 

@@ -11,6 +11,7 @@
 #include "zkw_inband.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
+#include "zkw_replies.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
 
@@ -193,22 +194,6 @@ static void connected_cb(struct zkw_session *s) {
   uv_timer_start(&s->timer, handshake_cb, handshake_bound_ms(s), 0);
 }
 
-/* A lock request zkwarden held as its barrier (zkw_hooks.h) was in flight
- * on the lost connection: its outcome is unknown, as any request's. Still
- * on the pending ring (no reply yet, or its replay sent), it is answered
- * with the others. Its reply withheld while the policy reclaimed: it is
- * answered first (barrier_lost), as the oldest of the client's requests
- * (those behind it waited). The policy's replay or delivery of that barrier
- * then does nothing (zkw_session_barrier). */
-static void end_barrier(struct zkw_session *s) {
-  if (!s->barrier) return;
-  s->barrier_lost = s->held_reply.len > 0;
-  s->barrier = false;
-  s->barrier_replayed = false;
-  zkw_buf_release(&s->held_reply);
-  zkw_buf_release(&s->barrier_frame);
-}
-
 bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   if (s->moving) {
     /* The new connection ended too: the server took it and does not serve
@@ -240,7 +225,9 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   const struct zkw_hooks *hooks = s->srv->hooks;
   if (hooks && hooks->on_move && hooks->on_move(s, why, silent) != ZKW_FORWARD)
     return false; /* the policy's */
-  end_barrier(s);
+  /* A barrier request in flight, or its reply withheld while the policy
+   * reclaimed: its outcome is unknown, as any request's (zkw_replies.h). */
+  zkw_replies_connection_lost(s);
   s->moving = true;
   s->move_counted = false;
   s->move_tries = 0;
@@ -269,7 +256,7 @@ static int answer_one_lost(struct zkw_session *s, struct zkw_pending_entry e) {
   int rc = zkw_encode_reply(frame, sizeof frame, &rep, e.op, &len);
   const struct zkw_hooks *hooks = s->srv->hooks;
   if (rc == ZKW_OK && hooks && hooks->on_reply) {
-    hooks->on_reply(s, &rep, e.op, e.mark ? ZKW_REPLY_MARKED : 0u, &s->scratch);
+    hooks->on_reply(s, &rep, e.op, e.flags & ZKW_PENDING_MARK ? ZKW_REPLY_MARKED : 0u, &s->scratch);
     zkw_buf_release(&s->scratch); /* the answer is ours, whatever the verdict */
   }
   if (rc == ZKW_OK) rc = zkw_side_send(&s->client, frame, len);
@@ -281,19 +268,21 @@ static int answer_one_lost(struct zkw_session *s, struct zkw_pending_entry e) {
   return 0;
 }
 
-/* Answers the client's requests that were in flight with CONNECTIONLOSS, in
- * their order: a barrier whose reply was withheld first, then the pending
- * ring (zkwarden's own got theirs from zkw_inband). Returns 0 or -1
- * (closed). */
+static int answer_barrier_lost(struct zkw_session *s, int32_t xid, int32_t op, uint8_t pflags) {
+  return answer_one_lost(s, (struct zkw_pending_entry){.xid = xid, .op = op, .flags = pflags});
+}
+
+/* Answers the client's requests in flight, in their order: a barrier whose
+ * reply was withheld with CONNECTIONLOSS (its replay's entry is that one),
+ * then the replies that were held behind it as they came, then the pending
+ * ring with CONNECTIONLOSS (zkwarden's own got theirs from zkw_inband).
+ * Returns 0 or -1 (closed). */
 static int answer_lost(struct zkw_session *s) {
   s->move_lost = 0;
-  if (s->barrier_lost) {
-    s->barrier_lost = false;
-    if (answer_one_lost(s, (struct zkw_pending_entry){.xid = s->barrier_xid, .op = s->barrier_op})) return -1;
-  }
+  if (zkw_replies_restore(s, answer_barrier_lost)) return -1;
   for (uint32_t i = 0; i < s->pending.count; i++) {
     struct zkw_pending_entry e = zkw_pending_at(&s->pending, i);
-    if (!e.owned && answer_one_lost(s, e)) return -1;
+    if (!e.owned && !(e.flags & ZKW_PENDING_REPLAY) && answer_one_lost(s, e)) return -1;
   }
   zkw_pending_free(&s->pending);
   zkw_pending_init(&s->pending);
@@ -332,7 +321,7 @@ static void finish(struct zkw_session *s) {
            "watch(es) re-armed, %u auth packet(s) replayed",
            from->host, from->port, s->up_name, (unsigned long long)(ns / 1000000), s->move_lost,
            s->watches.count, s->auth_count);
-  s->client.paused = false;
+  zkw_session_read_client(s);
   zkw_side_start_reading(&s->client);
   zkw_inband_resume(s);
   if (s->phase != ZKW_PHASE_CLOSING) s->resume(s);

@@ -35,8 +35,10 @@ static void maybe_free(struct zkw_session *s) {
     zkw_buf_release(&sides[i]->flight);
   }
   zkw_tls_conn_free(s->upstream.tls);
+  zkw_buf_release(&s->barrier_frames);
   zkw_buf_release(&s->barrier_frame);
   zkw_buf_release(&s->held_reply);
+  zkw_buf_release(&s->held_replies);
   zkw_buf_release(&s->scratch);
   zkw_pending_free(&s->pending);
   memset(s->passwd, 0, sizeof s->passwd);
@@ -82,6 +84,20 @@ static void close_flush_timeout_cb(uv_timer_t *t) {
 void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side, int rc) {
   s->close_class = ZKW_CLOSE_IO_ERROR;
   zkw_session_close(s, ZKW_LOG_INFO, "write to %s failed: %s", side->name, uv_strerror(rc));
+}
+
+void zkw_session_out_of_memory(struct zkw_session *s, const char *what) {
+  s->close_class = ZKW_CLOSE_OTHER;
+  zkw_session_close(s, ZKW_LOG_WARN, "out of memory: cannot keep %s", what);
+}
+
+void zkw_session_read_client(struct zkw_session *s) {
+  struct zkw_side *c = &s->client;
+  if (!c->paused || s->held_replies.len >= ZKW_LOW_WATER || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER)
+    return;
+  c->paused = false;
+  c->resumed_ms = uv_now(s->srv->loop);
+  zkw_side_start_reading(c);
 }
 
 void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const char *fmt, ...) {
@@ -179,7 +195,9 @@ static void write_cb(uv_write_t *req, int status) {
     return;
   }
   struct zkw_side *src = zkw_side_peer(side);
-  if (src->paused && zkw_side_unsent(side) < ZKW_LOW_WATER) {
+  if (src == &s->client) {
+    zkw_session_read_client(s);
+  } else if (src->paused && zkw_side_unsent(side) < ZKW_LOW_WATER) {
     src->paused = false;
     src->resumed_ms = uv_now(s->srv->loop);
     zkw_side_start_reading(src);

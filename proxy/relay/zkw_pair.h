@@ -25,6 +25,13 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
     __attribute__((format(printf, 3, 4)));
 /* A write to side failed with rc: the session closes as an I/O error. */
 void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side, int rc);
+/* zkwarden could not keep what it must (what: a frame from the server, a
+ * reply held for the client): the session closes, out of memory. */
+void zkw_session_out_of_memory(struct zkw_session *s, const char *what);
+/* The client is read again, if it was paused, once nothing it waits on is
+ * over ZKW_LOW_WATER: its bytes to the server, the replies held for it
+ * (zkw_replies.h). */
+void zkw_session_read_client(struct zkw_session *s);
 
 /* A reference keeps the session's memory while closing (a handle, a request
  * in flight, a policy's pending work). The last unref of a closing session

@@ -14,7 +14,7 @@ void zkw_pending_init(struct zkw_pending *p) {
   p->head = p->count = 0;
   p->now = p->last_t0 = 0;
   p->last_owned = NULL;
-  p->last_mark = false;
+  p->last_flags = 0;
 }
 
 void zkw_pending_free(struct zkw_pending *p) {
@@ -44,15 +44,15 @@ static int push(struct zkw_pending *p, struct zkw_pending_entry e) {
 }
 
 int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void *owned) {
-  return push(p, (struct zkw_pending_entry){xid, op, p->now, owned, false});
+  return push(p, (struct zkw_pending_entry){xid, op, p->now, owned, 0});
 }
 
-int zkw_pending_push_mark(struct zkw_pending *p, int32_t xid, int32_t op, bool mark) {
-  return push(p, (struct zkw_pending_entry){xid, op, p->now, NULL, mark});
+int zkw_pending_push_flags(struct zkw_pending *p, int32_t xid, int32_t op, uint8_t flags) {
+  return push(p, (struct zkw_pending_entry){xid, op, p->now, NULL, flags});
 }
 
 int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) {
-  return zkw_pending_push_mark(p, xid, op, false);
+  return zkw_pending_push_flags(p, xid, op, 0);
 }
 
 bool zkw_pending_has(const struct zkw_pending *p, int32_t xid, int32_t op, bool op_only) {
@@ -72,7 +72,7 @@ int zkw_pending_match(struct zkw_pending *p, int32_t xid, int32_t *op, int32_t *
     *op = e.op;
     p->last_t0 = e.t0;
     p->last_owned = e.owned;
-    p->last_mark = e.mark;
+    p->last_flags = e.flags;
     /* Close the gap: shift the i entries before it one step towards the tail. */
     for (uint32_t j = i; j > 0; j--)
       p->ring[(p->head + j) & (p->cap - 1)] = p->ring[(p->head + j - 1) & (p->cap - 1)];

@@ -12,8 +12,9 @@
  * An entry may be *owned*: a request zkwarden wrote itself on the session's
  * upstream connection (zkw_inband.h). It is matched by position like any
  * other; the match reports its owner so that the reply goes to zkwarden and
- * never to the client. An entry may also carry the policy's mark (a request
- * whose reply the policy rewrites, however many such requests are in flight). */
+ * never to the client. A client's entry carries flags: the policy's mark (a
+ * request whose reply the policy rewrites, however many such requests are in
+ * flight), a barrier, a barrier's replay (zkw_replies.h). */
 #ifndef ZKW_PENDING_H
 #define ZKW_PENDING_H
 
@@ -23,10 +24,17 @@
 struct zkw_pending_entry {
   int32_t xid;
   int32_t op;
-  uint64_t t0; /* when the request was read (ns, uv_hrtime), for latency metrics */
-  void *owned; /* NULL: the client's request; else zkwarden's own (zkw_inband) */
-  bool mark;   /* the policy marked the request (ZKW_MARK, zkw_hooks.h): its reply is told so */
+  uint64_t t0;   /* when the request was read (ns, uv_hrtime), for latency metrics */
+  void *owned;   /* NULL: the client's request; else zkwarden's own (zkw_inband) */
+  uint8_t flags; /* ZKW_PENDING_* */
 };
+
+/* A client request's flags: the policy marked it (ZKW_MARK, zkw_hooks.h:
+ * its reply is told so); it is a barrier (ZKW_BARRIER: its copy is kept,
+ * zkw_replies.h); it is a barrier's replay. */
+#define ZKW_PENDING_MARK    1u
+#define ZKW_PENDING_BARRIER 2u
+#define ZKW_PENDING_REPLAY  4u
 
 #define ZKW_PENDING_INLINE 8
 
@@ -35,18 +43,18 @@ struct zkw_pending {
   uint32_t cap; /* power of two */
   uint32_t head;
   uint32_t count;
-  uint64_t now;     /* t0 given to entries pushed: the session stamps it once per read batch */
-  uint64_t last_t0; /* t0 of the entry the last successful zkw_pending_match removed */
-  void *last_owned; /* and its owner (NULL for the client's requests) */
-  bool last_mark;   /* and its mark */
+  uint64_t now;       /* t0 given to entries pushed: the session stamps it once per read batch */
+  uint64_t last_t0;   /* t0 of the entry the last successful zkw_pending_match removed */
+  void *last_owned;   /* and its owner (NULL for the client's requests) */
+  uint8_t last_flags; /* and its flags */
   struct zkw_pending_entry inline_ring[ZKW_PENDING_INLINE];
 };
 
 void zkw_pending_init(struct zkw_pending *p);
 void zkw_pending_free(struct zkw_pending *p);
 int zkw_pending_push(struct zkw_pending *p, int32_t xid, int32_t op) __attribute__((warn_unused_result));
-/* Pushes a client request with the policy's mark. */
-int zkw_pending_push_mark(struct zkw_pending *p, int32_t xid, int32_t op, bool mark)
+/* Pushes a client request with its flags (ZKW_PENDING_*). */
+int zkw_pending_push_flags(struct zkw_pending *p, int32_t xid, int32_t op, uint8_t flags)
     __attribute__((warn_unused_result));
 /* Pushes a request of zkwarden's own (owned != NULL). */
 int zkw_pending_push_owned(struct zkw_pending *p, int32_t xid, int32_t op, void *owned)

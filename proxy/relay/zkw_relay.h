@@ -96,19 +96,23 @@ struct zkw_session {
 
   bool response_seen; /* the ConnectResponse has been handled */
 
-  /* Barrier (zkw_hooks.h, ZKW_BARRIER): after the policy marked a request,
-   * later client frames wait for its reply, so that the policy can act (the
-   * sidecar: reclaim and replay) with nothing else in flight. */
-  bool barrier;
-  bool barrier_replayed;
+  /* Barriers (zkw_hooks.h ZKW_BARRIER, zkw_replies.h): the policy may
+   * withhold such a request's reply (a reclaim, then a replay); later replies
+   * are then held behind it, in order. */
+  bool barrier;         /* a barrier's reply is withheld: later replies are held */
   bool barrier_lost;    /* a move took the barrier whose reply was withheld: answered first (zkw_move.c) */
-  uint32_t barrier_gen; /* counts barriers: the policy's replay or deliver names the one it means */
+  bool flush_due;       /* the withheld barrier is answered: the held replies go after the current run */
+  uint32_t barrier_gen; /* numbers the barrier replies given to the policy: its replay or deliver names the
+                           one it means */
+  uint32_t barriers;    /* barrier requests whose reply has not come yet */
   int32_t barrier_xid, barrier_op;
-  struct zkw_buf barrier_frame; /* the forwarded request, for the replay */
-  struct zkw_buf held_reply;    /* its reply, withheld (ZKW_WITHHOLD) */
-  struct zkw_buf scratch;       /* a replaced frame on its way out */
-  bool held;                    /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
-  bool processing;              /* inside process(): resume afterwards, not now */
+  struct zkw_buf barrier_frames; /* copies of the barrier requests in flight, in order (for a replay) */
+  struct zkw_buf barrier_frame;  /* the request whose reply is withheld */
+  struct zkw_buf held_reply;     /* its reply, withheld (ZKW_WITHHOLD) */
+  struct zkw_buf held_replies;   /* what came after it: [op, 4 bytes][flags, 1][frame], in order */
+  struct zkw_buf scratch;        /* a replaced frame on its way out */
+  bool held;                     /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
+  bool processing;               /* inside process(): resume afterwards, not now */
   bool resume_pending;
 
   /* Moving the session to another server (zkw_move.h). */

@@ -18,6 +18,7 @@
 #include "zkw_metrics.h"
 #include "zkw_move.h"
 #include "zkw_pair.h"
+#include "zkw_replies.h"
 #include "zkw_text.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
@@ -134,12 +135,6 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- frames ---- */
 
-/* Copies a frame into a session buffer (barrier frame, withheld reply). */
-static int keep_frame(struct zkw_buf *b, const uint8_t *frame, size_t len) {
-  b->len = 0;
-  return zkw_buf_append(b, frame, len) ? ZKW_E_NOSPACE : 0;
-}
-
 /* The server took the ConnectRequest and never answered (paused, or the
  * network went silent after the TCP connect): give up as the client would
  * have, so that it comes back at once and is sent to the next server. */
@@ -208,23 +203,19 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     if ((action & ZKW_VERDICT_MASK) == ZKW_HOLD) return ZKW_HOLD;
     if ((action & ZKW_VERDICT_MASK) == ZKW_DROP) return ZKW_DROP;
   }
-  bool mark = (action & ZKW_MARK) != 0;
+  uint8_t pflags = action & ZKW_MARK ? ZKW_PENDING_MARK : 0;
   if (action & ZKW_BARRIER) {
-    s->barrier = true;
-    if (++s->barrier_gen == 0) s->barrier_gen = 1; /* 0 means none */
-    s->barrier_replayed = false;
-    s->barrier_xid = req.xid;
-    s->barrier_op = req.type;
+    pflags |= ZKW_PENDING_BARRIER;
     rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE
-             ? keep_frame(&s->barrier_frame, s->scratch.data, s->scratch.len)
-             : keep_frame(&s->barrier_frame, frame, flen);
+             ? zkw_replies_barrier_request(s, s->scratch.data, s->scratch.len)
+             : zkw_replies_barrier_request(s, frame, flen);
     if (rc) return rc;
   }
   action &= ZKW_VERDICT_MASK;
   zkw_metrics_request(req.type);
   if (req.type == ZKW_OP_CLOSE_SESSION) s->close_sent = true;
   if (req.type == ZKW_OP_SASL) s->sasl = true;
-  if (zkw_pending_push_mark(&s->pending, req.xid, req.type, mark)) return ZKW_E_NOSPACE;
+  if (zkw_pending_push_flags(&s->pending, req.xid, req.type, pflags)) return ZKW_E_NOSPACE;
   zkw_watches_request(&s->watches, &req);
   return action;
 reserved:
@@ -258,19 +249,6 @@ static int on_connect_response(struct zkw_session *s, const uint8_t *body, size_
   return ZKW_FORWARD;
 }
 
-/* The reply to the barrier request: withheld for the policy, or the barrier
- * is lifted. */
-static int on_barrier_reply(struct zkw_session *s, int verdict, const uint8_t *frame, size_t flen) {
-  if (verdict == ZKW_WITHHOLD) {
-    if (keep_frame(&s->held_reply, frame, flen)) return ZKW_E_NOSPACE;
-    return ZKW_DROP;
-  }
-  s->barrier = false;
-  zkw_buf_release(&s->barrier_frame);
-  s->resume_pending = true; /* the client frames behind the barrier */
-  return verdict;
-}
-
 /* The reply fault point (zkw_fault.h), one per class of upstream frame: a
  * frame cut after its xid, which does not decode. */
 static size_t corrupt(size_t len, const char *what) {
@@ -287,6 +265,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   if (s->moving) return zkw_move_frame(s, body, corrupt(len, "move"));
   int32_t xid = (int32_t)zkw_load_be32(body);
   int32_t op = ZKW_OP_NOTIFICATION;
+  uint8_t pflags = 0;
   int rc;
   if (xid == ZKW_XID_PING) {
     if (!s->pings) goto unmatched;
@@ -313,37 +292,12 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
       return rc < 0 ? rc : ZKW_DROP;
     }
     zkw_metrics_latency(op, s->pending.now - s->pending.last_t0);
-    len = corrupt(len, s->barrier && xid == s->barrier_xid ? "barrier" : "reply");
+    pflags = s->pending.last_flags;
+    len = corrupt(len, pflags & ZKW_PENDING_BARRIER ? "barrier" : "reply");
   } else {
     len = corrupt(len, "notification");
   }
-  struct zkw_reply rep;
-  rc = zkw_decode_reply(body, len, op, &rep);
-  if (rc) {
-    zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: %s (xid %d, %s)", zkw_strerror(rc), xid,
-             zkw_op_name(op));
-    return rc;
-  }
-  const struct zkw_hooks *hooks = s->srv->hooks;
-  if (op == ZKW_OP_NOTIFICATION && hooks && hooks->on_notification &&
-      hooks->on_notification(s, &rep.event) == ZKW_DROP)
-    return ZKW_DROP; /* a watch of the policy's own: not the client's */
-  zkw_metrics_reply(op);
-  if (op == ZKW_OP_NOTIFICATION) {
-    zkw_watches_event(&s->watches, &rep.event);
-  } else {
-    if (xid != ZKW_XID_PING && xid != ZKW_XID_AUTH && rep.zxid > s->last_zxid) s->last_zxid = rep.zxid;
-    if (s->watches.armed_head) zkw_watches_reply(&s->watches, xid, rep.err);
-    zkw_inband_client_reply(s, op);
-  }
-  if (xid < 0) return ZKW_FORWARD;
-  bool at_barrier = s->barrier && xid == s->barrier_xid && op == s->barrier_op;
-  bool first = at_barrier && !s->barrier_replayed; /* not the replay's reply */
-  unsigned flags = (first ? ZKW_REPLY_AT_BARRIER : 0u) | (s->pending.last_mark ? ZKW_REPLY_MARKED : 0u);
-  rc = hooks && hooks->on_reply ? hooks->on_reply(s, &rep, op, flags, &s->scratch) : ZKW_FORWARD;
-  if (rc < 0) return rc;
-  if (at_barrier) return on_barrier_reply(s, first ? rc : rc == ZKW_WITHHOLD ? ZKW_FORWARD : rc, frame, flen);
-  return rc == ZKW_WITHHOLD ? ZKW_FORWARD : rc;
+  return zkw_replies_take(s, frame, flen, len, op, pflags);
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
   return ZKW_E_VALUE;
@@ -504,7 +458,7 @@ static void process_side(struct zkw_side *side) {
     off = side->in.len;
   } else {
     while (s->phase != ZKW_PHASE_CLOSING) {
-      if (from_client && (s->barrier || s->held)) { /* frames behind a lock request, or a held one, wait */
+      if (from_client && s->held) { /* frames behind a held request wait */
         if (forward_run(side, run, off)) return;
         run = off;
         if (pass_pings(side, off)) return;
@@ -522,6 +476,10 @@ static void process_side(struct zkw_side *side) {
         /* The good frames before the bad one were matched and counted: they
          * go on (flushed before the close), whatever the TCP segmentation. */
         if (forward_run(side, run, off)) return;
+        if (rc == ZKW_E_NOSPACE) {
+          zkw_session_out_of_memory(s, from_client ? "a request" : "a reply");
+          return;
+        }
         zkw_metrics_decode_error(from_client);
         s->close_class = ZKW_CLOSE_PROTOCOL_ERROR;
         int32_t n = side->in.len - off >= 4 ? (int32_t)zkw_load_be32(side->in.data + off) : 0;
@@ -539,13 +497,17 @@ static void process_side(struct zkw_side *side) {
         run = off + flen;
       }
       off += flen;
+      if (s->flush_due) { /* a withheld lock request is answered: what was held behind it goes now */
+        if (forward_run(side, run, off)) return;
+        run = off;
+        if (zkw_replies_flush(s)) return;
+      }
     }
   }
   if (s->phase == ZKW_PHASE_CLOSING) return;
   if (forward_run(side, run, off)) return;
   if (off) zkw_buf_consume(&side->in, off);
-  if (zkw_side_unsent(peer) > ZKW_HIGH_WATER ||
-      (from_client && s->barrier && side->in.len > ZKW_HIGH_WATER)) {
+  if (zkw_side_unsent(peer) > ZKW_HIGH_WATER) {
     side->paused = true;
     zkw_side_stop_reading(side);
   }
@@ -564,10 +526,7 @@ static void process(struct zkw_side *side) {
   while (s->resume_pending && s->phase != ZKW_PHASE_CLOSING) {
     s->resume_pending = false;
     s->held = false; /* the held request is asked about again */
-    if (s->client.paused && !s->barrier && !s->held && zkw_side_unsent(&s->upstream) < ZKW_LOW_WATER) {
-      s->client.paused = false;
-      zkw_side_start_reading(&s->client);
-    }
+    zkw_session_read_client(s);
     process_side(&s->client);
     if (s->upstream.connected) process_side(&s->upstream);
   }
@@ -581,53 +540,12 @@ void zkw_session_resume(struct zkw_session *s) {
   if (!s->processing) process(&s->client);
 }
 
-uint32_t zkw_session_barrier(const struct zkw_session *s) {
-  return s->barrier ? s->barrier_gen : 0;
-}
-
-int zkw_session_replay(struct zkw_session *s, uint32_t barrier) {
-  if (s->phase == ZKW_PHASE_CLOSING || !barrier || zkw_session_barrier(s) != barrier || !s->barrier_frame.len)
-    return -1;
-  /* The replay answers the client's request: same xid, same bytes. */
-  s->barrier_replayed = true;
-  zkw_buf_release(&s->held_reply);
-  if (zkw_pending_push(&s->pending, s->barrier_xid, s->barrier_op) ||
-      zkw_side_send(&s->upstream, s->barrier_frame.data, s->barrier_frame.len)) {
-    zkw_session_close(s, ZKW_LOG_WARN, "cannot replay the request after a reclaim");
-    return -1;
-  }
-  return 0; /* its reply comes through on_barrier_reply */
-}
-
-void zkw_session_deliver(struct zkw_session *s, uint32_t barrier) {
-  if (s->phase == ZKW_PHASE_CLOSING || !barrier || zkw_session_barrier(s) != barrier) return;
-  int rc = zkw_side_send(&s->client, s->held_reply.data, s->held_reply.len);
-  zkw_buf_release(&s->held_reply);
-  zkw_buf_release(&s->barrier_frame);
-  s->barrier = false;
-  if (rc) {
-    zkw_session_write_failed(s, &s->client, rc);
-    return;
-  }
-  zkw_session_resume(s);
-}
-
-const uint8_t *zkw_session_barrier_request(const struct zkw_session *s, size_t *len) {
-  if (!s->barrier || s->barrier_frame.len < 4) return NULL;
-  *len = s->barrier_frame.len - 4;
-  return s->barrier_frame.data + 4;
-}
-
 void zkw_session_forbid_move(struct zkw_session *s) {
   s->no_move = true;
   if (s->moving) {
     s->close_class = ZKW_CLOSE_OTHER;
     zkw_session_close(s, ZKW_LOG_INFO, "its session is being fenced: not moved");
   }
-}
-
-bool zkw_session_in_barrier(const struct zkw_session *s) {
-  return s->barrier;
 }
 
 struct zkw_session *zkw_session_first(struct zkw_server *srv) {

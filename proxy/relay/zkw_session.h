@@ -32,20 +32,6 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv);
 
 /* Re-runs the frame processing of both sides after a hold was lifted. */
 void zkw_session_resume(struct zkw_session *s);
-/* The current barrier's number (0: none). The policy keeps it when it
- * withholds the barrier request's reply (ZKW_WITHHOLD), and ends that with
- * one of these: replay the request (same xid, same bytes; the client gets
- * the replay's reply), or deliver the withheld reply and lift the barrier.
- * Both do nothing for a barrier that is no longer current: a session move
- * answered its request with CONNECTIONLOSS (zkw_move.h). zkw_session_replay
- * returns 0, or -1 when it did not replay (no such barrier, the session is
- * closing, or closed by the failure). */
-uint32_t zkw_session_barrier(const struct zkw_session *s);
-int zkw_session_replay(struct zkw_session *s, uint32_t barrier) __attribute__((warn_unused_result));
-void zkw_session_deliver(struct zkw_session *s, uint32_t barrier);
-/* The barrier request's body (after the length), or NULL without a barrier. */
-const uint8_t *zkw_session_barrier_request(const struct zkw_session *s, size_t *len);
-bool zkw_session_in_barrier(const struct zkw_session *s);
 
 /* The policy is about to close this session on the ensemble from another
  * connection (a fence): when its connection to the server ends, the

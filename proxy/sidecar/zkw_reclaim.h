@@ -7,9 +7,9 @@
  * the registry). Nothing else is ever deleted: not untagged nodes, state
  * nodes or `locks` containers, not a current incarnation's lock.
  *
- * Reclaim at create and at delete run while the JobManager's session is
- * behind its lock barrier (zkw_session.h): the lock request was the last one
- * forwarded and its NODEEXISTS / NOTEMPTY reply is withheld. Reads and
+ * Reclaim at create and at delete run while the JobManager's lock request's
+ * NODEEXISTS / NOTEMPTY reply is withheld (the barrier, zkw_replies.h): the
+ * replies after it are held in order, while its later requests go on. Reads and
  * deletes go in-band on the JobManager's own connection (zkw_inband.h), with
  * its rights; the JobManager's request is then replayed and the JobManager
  * sees the reply of the replay. If anything in the way is not a stale lock,

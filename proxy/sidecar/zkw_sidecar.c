@@ -3,8 +3,8 @@
  * Requests: the session's first request that acts as the JobManager begins
  * its incarnation (held until the previous one is fenced and this one
  * recorded); an incarnation's lock creates are tagged, and a lock create or
- * a delete under the lock roots becomes the barrier request (held back while
- * a sweep deletes). Replies: a barrier request's NODEEXISTS / NOTEMPTY is
+ * a delete under the lock roots becomes a barrier request (zkw_replies.h;
+ * held back while a sweep deletes). Replies: a barrier request's NODEEXISTS / NOTEMPTY is
  * withheld while a reclaim runs; getData replies are untagged, and those of
  * /zookeeper/config name the sidecar (each such read is marked, so every
  * reply is rewritten however many are in flight: Curator's ensemble tracker
@@ -22,6 +22,7 @@
 #include "zkw_sweep.h"
 #include "zkw_sweepwatch.h"
 #include "zkw_rewrite.h"
+#include "zkw_replies.h"
 #include "zkw_session.h"
 
 static bool is_config_node(struct zkw_bytes path) {
@@ -60,7 +61,7 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
       zkw_buf_release(out);
       return ZKW_HOLD;
     }
-    verdict |= ZKW_BARRIER; /* a reclaim and the replay run with nothing else in flight */
+    verdict |= ZKW_BARRIER; /* its reply may be withheld for a reclaim, and those after it held */
   }
   if (req->type == ZKW_OP_GET_DATA && is_config_node(req->op.path)) verdict |= ZKW_MARK;
   return verdict;

@@ -15,6 +15,7 @@
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
+#include "zkw_replies.h"
 #include "zkw_session.h"
 #include "zkw_upstream.h"
 

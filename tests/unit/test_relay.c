@@ -33,6 +33,7 @@
 #include "zkw_metrics.h"
 #include "zkw_ops.h"
 #include "zkw_server.h"
+#include "zkw_replies.h"
 #include "zkw_session.h"
 #include "zkw_wire.h"
 #include "zkw_test.h"
@@ -53,7 +54,7 @@ struct event {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static struct event events[64];
+static struct event events[128];
 static int nevents;
 static int request_verdict[16]; /* by xid */
 static int reply_verdict[16];
@@ -62,10 +63,11 @@ static struct zkw_session *last_session;
 static uint32_t barrier_seen; /* the barrier whose reply was withheld last (zkw_session_barrier) */
 static uint32_t deliver_gen;  /* the barrier DO_DELIVER names */
 static int policy_block_ok = -1;
+static int in_barrier_after_deliver = -1; /* zkw_session_in_barrier once a delivery has run */
 
 static void record(struct event e) {
   pthread_mutex_lock(&mu);
-  if (nevents < 64) events[nevents++] = e;
+  if (nevents < 128) events[nevents++] = e;
   pthread_cond_broadcast(&cv);
   pthread_mutex_unlock(&mu);
 }
@@ -92,10 +94,11 @@ static void rec_connect_response(struct zkw_session *s, const struct zkw_connect
   record((struct event){.kind = EV_CONNECT_RESP});
 }
 
-/* Writes a getData(path) request with xid into out. */
-static int write_get_data(struct zkw_buf *out, int32_t xid, const char *path) {
-  struct zkw_request req = {.xid = xid, .type = ZKW_OP_GET_DATA};
-  req.op.type = ZKW_OP_GET_DATA;
+/* Writes a request of type op (getData, exists) on path with xid into out. */
+static int write_request(struct zkw_buf *out, int32_t xid, int32_t op, const char *path, bool watch) {
+  struct zkw_request req = {.xid = xid, .type = op};
+  req.op.type = op;
+  req.op.watch = watch;
   req.op.path = (struct zkw_bytes){(const uint8_t *)path, (int32_t)strlen(path)};
   if (zkw_buf_reserve(out, 256)) return ZKW_E_NOSPACE;
   size_t n;
@@ -116,7 +119,8 @@ static int rec_request(struct zkw_session *s, const struct zkw_request *req, con
     if (held_once[req->xid]) return ZKW_FORWARD;
     held_once[req->xid] = true;
   }
-  if ((v & ZKW_VERDICT_MASK) == ZKW_REPLACE && write_get_data(out, req->xid, "/replaced"))
+  if ((v & ZKW_VERDICT_MASK) == ZKW_REPLACE &&
+      write_request(out, req->xid, ZKW_OP_GET_DATA, "/replaced", false))
     return ZKW_E_NOSPACE;
   return v;
 }
@@ -195,7 +199,7 @@ static uv_loop_t loop;
 static struct zkw_server srv;
 static struct zkw_config cfg;
 static uv_async_t wake;
-static enum { DO_NOTHING, DO_RESUME, DO_DELIVER, DO_STOP } todo;
+static enum { DO_NOTHING, DO_RESUME, DO_DELIVER, DO_REPLAY, DO_STOP } todo;
 
 static void wake_cb(uv_async_t *h) {
   pthread_mutex_lock(&mu);
@@ -206,8 +210,13 @@ static void wake_cb(uv_async_t *h) {
   if (what == DO_RESUME) zkw_session_resume(last_session);
   if (what == DO_DELIVER) {
     zkw_session_deliver(last_session, barrier);
+    pthread_mutex_lock(&mu);
+    in_barrier_after_deliver = zkw_session_in_barrier(last_session);
+    pthread_mutex_unlock(&mu);
     record((struct event){.kind = EV_DELIVERED, .xid = (int32_t)barrier});
   }
+  if (what == DO_REPLAY && zkw_session_replay(last_session, barrier) != 0)
+    record((struct event){.kind = EV_CLOSE});
   if (what == DO_STOP) {
     uv_close((uv_handle_t *)h, NULL);
     zkw_server_stop(&srv);
@@ -234,6 +243,13 @@ static void deliver(uint32_t g) {
   deliver_gen = g;
   pthread_mutex_unlock(&mu);
   call_relay(DO_DELIVER);
+}
+
+static void replay(uint32_t g) {
+  pthread_mutex_lock(&mu);
+  deliver_gen = g;
+  pthread_mutex_unlock(&mu);
+  call_relay(DO_REPLAY);
 }
 
 /* True if fd has something to read within ms. */
@@ -308,12 +324,16 @@ static bool write_all(int fd, const uint8_t *p, size_t n) {
   return true;
 }
 
-static size_t get_data_frame(uint8_t *buf, int32_t xid, const char *path) {
+static size_t request_frame(uint8_t *buf, int32_t xid, int32_t op, const char *path, bool watch) {
   struct zkw_buf b = {0};
-  size_t n = write_get_data(&b, xid, path) == ZKW_OK ? b.len : 0;
+  size_t n = write_request(&b, xid, op, path, watch) == ZKW_OK ? b.len : 0;
   memcpy(buf, b.data, n);
   zkw_buf_release(&b);
   return n;
+}
+
+static size_t get_data_frame(uint8_t *buf, int32_t xid, const char *path) {
+  return request_frame(buf, xid, ZKW_OP_GET_DATA, path, false);
 }
 
 /* The xid of a request frame, and whether its path is path. */
@@ -369,6 +389,10 @@ static void test_relay_with_recording_hooks(void) {
   reply_verdict[8] = ZKW_WITHHOLD;
   request_verdict[10] = ZKW_FORWARD | ZKW_BARRIER;
   reply_verdict[10] = ZKW_WITHHOLD;
+  request_verdict[12] = ZKW_FORWARD | ZKW_BARRIER;
+  reply_verdict[12] = ZKW_WITHHOLD;
+  request_verdict[14] = ZKW_FORWARD | ZKW_BARRIER;
+  reply_verdict[14] = ZKW_WITHHOLD;
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, loop_thread, NULL), 0);
 
@@ -419,43 +443,81 @@ static void test_relay_with_recording_hooks(void) {
     ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), x == 4 ? ZKW_ZERR_NOAUTH : ZKW_ZERR_NONODE);
   }
 
-  /* The barrier: create 6 and getData 7 in one write; 7 waits for 6's reply,
-   * which is withheld until zkw_session_deliver. */
+  /* The barrier: create 6 and getData 7 (marked) in one write; both go
+   * on, 6's reply is withheld until zkw_session_deliver, 7's is held behind
+   * it (and given to the hooks only then). */
   len = get_data_frame(buf, 6, "/lock");
   len += get_data_frame(buf + len, 7, "/b");
   ASSERT_TRUE(write_all(c, buf, len));
   ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
   ASSERT_EQ(frame_xid(buf), 6);
-  ASSERT_TRUE(reply(u, 6, ZKW_ZERR_NODEEXISTS));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 7);
+  ASSERT_TRUE(reply(u, 6, ZKW_ZERR_NODEEXISTS) && reply(u, 7, ZKW_ZERR_NONODE));
   int e6 = wait_event(EV_REPLY, 6);
   ASSERT_TRUE(e6 > 0);
-  ASSERT_TRUE(events[e6].at_barrier);
-  ASSERT_EQ(event_index(EV_REQUEST, 7), -1); /* still behind the barrier */
-  deliver(withheld());
+  ASSERT_TRUE(events[e6].at_barrier && !events[e6].marked);
+  ASSERT_TRUE(!readable_within(c, 100)); /* 6's reply withheld, 7's held behind it */
+  ASSERT_EQ(event_index(EV_REPLY, 7), -1);
+  uint32_t first_barrier = withheld();
+  deliver(first_barrier);
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
   ASSERT_EQ(frame_xid(buf), 6);
   ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_NODEEXISTS);
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 7);
-  ASSERT_TRUE(event_index(EV_REQUEST, 7) > e6);
-  /* 7 was marked: its reply says so; 6's was not. */
-  ASSERT_TRUE(reply(u, 7, ZKW_ZERR_NONODE));
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 7);
   int e7 = wait_event(EV_REPLY, 7);
-  ASSERT_TRUE(e7 > 0 && events[e7].marked);
-  ASSERT_TRUE(!events[e6].marked);
+  ASSERT_TRUE(e7 > e6 && events[e7].marked); /* given to the hooks once delivered (none before) */
+  ASSERT_TRUE(wait_event(EV_DELIVERED, (int32_t)first_barrier) > 0);
+  pthread_mutex_lock(&mu);
+  ASSERT_EQ(in_barrier_after_deliver, 0); /* no barrier left in flight: the sweep may go on */
+  pthread_mutex_unlock(&mu);
 
-  /* A barrier (8) whose reply is withheld, 9 behind it; then the server
-   * goes away: the session moves to a new connection (the same server,
-   * the only one), 8 is answered with CONNECTIONLOSS, 9 goes on. */
+  /* A barrier (8) withheld and replayed, 9 behind it: the replay goes after
+   * 9 (already with the server); the client gets the replay's reply, then
+   * 9's. */
   len = get_data_frame(buf, 8, "/lock");
   len += get_data_frame(buf + len, 9, "/c");
   ASSERT_TRUE(write_all(c, buf, len));
   ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
   ASSERT_EQ(frame_xid(buf), 8);
-  ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NODEEXISTS));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 9);
+  ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NODEEXISTS) && reply(u, 9, ZKW_ZERR_NONODE));
   ASSERT_TRUE(wait_event(EV_REPLY, 8) > 0);
+  replay(withheld());
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 8); /* the replay */
+  ASSERT_TRUE(!readable_within(c, 100));
+  ASSERT_TRUE(reply(u, 8, ZKW_ZERR_NOAUTH)); /* another answer than the first */
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 8);
+  ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_NOAUTH); /* the replay's reply */
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 9);
+
+  /* A barrier (10) whose reply is withheld; behind it 11 (exists with a
+   * watch, NONODE: the watch is set), 12 (a second barrier, NODEEXISTS) and
+   * 13 (not yet answered); then the server goes away: the session moves to
+   * a new connection (the same server, the only one). The ConnectRequest
+   * names the last zxid the client gets (11's, held when the server went),
+   * the watch 11 set is set again, 10 is answered with CONNECTIONLOSS, 11
+   * as it came, 12 with CONNECTIONLOSS (the policy would have withheld it:
+   * it must not reach the client as it is), 13 with CONNECTIONLOSS. */
+  len = get_data_frame(buf, 10, "/lock");
+  len += request_frame(buf + len, 11, ZKW_OP_EXISTS, "/w", true);
+  len += get_data_frame(buf + len, 12, "/lock2");
+  len += get_data_frame(buf + len, 13, "/e");
+  ASSERT_TRUE(write_all(c, buf, len));
+  for (int32_t x = 10; x <= 13; x++) {
+    ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+    ASSERT_EQ(frame_xid(buf), x);
+  }
+  ASSERT_TRUE(reply(u, 10, ZKW_ZERR_NODEEXISTS) && reply(u, 11, ZKW_ZERR_NONODE) &&
+              reply(u, 12, ZKW_ZERR_NODEEXISTS));
+  ASSERT_TRUE(wait_event(EV_REPLY, 10) > 0);
   uint32_t old_barrier = withheld();
+  ASSERT_TRUE(!readable_within(c, 100));
   close(u);
   ASSERT_TRUE(readable(up));
   u = accept(up, NULL, NULL);
@@ -464,42 +526,50 @@ static void test_relay_with_recording_hooks(void) {
   struct zkw_connect_req again;
   ASSERT_EQ(zkw_decode_connect_req(buf + 4, (size_t)(zkw_load_be32(buf)), &again), ZKW_OK);
   ASSERT_EQ(again.session_id, 0x1234);
-  ASSERT_EQ(again.last_zxid_seen, 8); /* the fake replies' zxid is their xid */
+  ASSERT_EQ(again.last_zxid_seen, 12); /* the fake replies' zxid is their xid; 11's and 12's came */
   ASSERT_EQ(zkw_encode_connect_resp(buf, sizeof buf, &cresp, &n), ZKW_OK);
   ASSERT_TRUE(write_all(u, buf, n));
-  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
-  ASSERT_EQ(frame_xid(buf), 8);
-  ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), ZKW_ZERR_CONNECTIONLOSS);
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 9);
-  ASSERT_TRUE(reply(u, 9, ZKW_ZERR_NONODE));
-  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
-  ASSERT_EQ(frame_xid(buf), 9);
-  ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 1);
-  /* A new barrier (10, its reply withheld, 11 behind it); then the policy's
-   * delivery of the old one comes late: it does nothing, neither to 10's
-   * reply nor to 11. */
-  len = get_data_frame(buf, 10, "/lock");
-  len += get_data_frame(buf + len, 11, "/d");
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0); /* setWatches: the exist watch on /w */
+  ASSERT_EQ(frame_xid(buf), ZKW_XID_SET_WATCHES);
+  struct zkw_request sw;
+  ASSERT_EQ(zkw_decode_request(buf + 4, (size_t)fl - 4, &sw), ZKW_OK);
+  ASSERT_EQ(sw.op.watches[1].count, 1);
+  ASSERT_TRUE(reply(u, ZKW_XID_SET_WATCHES, 0));
+  int32_t want[][2] = {{10, ZKW_ZERR_CONNECTIONLOSS},
+                       {11, ZKW_ZERR_NONODE},
+                       {12, ZKW_ZERR_CONNECTIONLOSS},
+                       {13, ZKW_ZERR_CONNECTIONLOSS}};
+  for (int i = 0; i < 4; i++) {
+    ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+    ASSERT_EQ(frame_xid(buf), want[i][0]);
+    ASSERT_EQ((int32_t)zkw_load_be32(buf + 16), want[i][1]);
+  }
+  /* A new barrier (14, its reply withheld, 15 behind it); then the policy's
+   * delivery of the old one comes late: it does nothing, neither to 14's
+   * reply nor to 15's. */
+  len = get_data_frame(buf, 14, "/lock");
+  len += get_data_frame(buf + len, 15, "/d");
   ASSERT_TRUE(write_all(c, buf, len));
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 10);
-  ASSERT_TRUE(reply(u, 10, ZKW_ZERR_NODEEXISTS));
-  ASSERT_TRUE(wait_event(EV_REPLY, 10) > 0);
+  for (int32_t x = 14; x <= 15; x++) {
+    ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+    ASSERT_EQ(frame_xid(buf), x);
+  }
+  ASSERT_TRUE(reply(u, 14, ZKW_ZERR_NODEEXISTS) && reply(u, 15, ZKW_ZERR_NONODE));
+  ASSERT_TRUE(wait_event(EV_REPLY, 14) > 0);
+  ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 1); /* the move ended before 14 went on */
   ASSERT_TRUE(withheld() != old_barrier);
   deliver(old_barrier);
   ASSERT_TRUE(wait_event(EV_DELIVERED, (int32_t)old_barrier) > 0);
-  ASSERT_TRUE(!readable_within(c, 100)); /* 10's reply still withheld */
-  ASSERT_TRUE(!readable_within(u, 100)); /* 11 still behind it */
+  ASSERT_TRUE(!readable_within(c, 100)); /* 14's reply still withheld, 15's behind it */
   deliver(withheld());
   ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
-  ASSERT_EQ(frame_xid(buf), 10);
-  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
-  ASSERT_EQ(frame_xid(buf), 11);
+  ASSERT_EQ(frame_xid(buf), 14);
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), 15);
 
   /* The client goes: the hooks hear it last. */
   close(c);
-  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 11));
+  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 15));
   int order[] = {EV_CONNECT_REQ, EV_CONNECT_RESP, EV_REQUEST};
   for (int i = 0; i < 3; i++)
     ASSERT_EQ(events[i].kind, order[i]);
