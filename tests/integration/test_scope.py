@@ -447,3 +447,41 @@ def test_stop_while_a_pass_waits_for_a_busy_jobmanager(private_zk, zkwarden_fact
         done.set()
         t.join(10)
     assert not problems, problems + [proxy.stderr()[-4000:]]
+
+
+def test_an_overflowed_watch_is_removed(tmp_path, zkwarden_factory, kazoo_factory):
+    """More than 16,384 nodes change in the own tree between two passes: the
+    set of changes is forgotten (the next pass walks) and the sweep's
+    persistent recursive watch is removed in-band (removeWatches, type any),
+    so the rest of the changes stop coming to the JobManager's connection.
+    Before, the watch stayed and every change kept arriving there for
+    nothing. The server's own list (`wchp`) tells."""
+    zk = ZkServer(tmp_path / "zk", four_letter_words="srvr,ruok,stat,wchp")
+    zk.start()
+    try:
+        client = kazoo_factory(zk.hostport)
+        me = "overflow-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+        cluster = "/flink/o-%s" % uuid.uuid4().hex[:8]
+        make_jobs(client, cluster, 1, 1)
+        proxy = sidecar(zkwarden_factory, zk, me, ZKWARDEN_SWEEP_INTERVAL_S=3600)
+        jm = kazoo_factory(proxy.hostport)
+        jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+                  makepath=True)
+        jm.create("%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4()), b"127.0.0.1", ephemeral=True)
+
+        def watched():
+            return ("%s\n\t0x%x" % (cluster, jm.client_id[0])) in four_letter(zk.port, "wchp").decode()
+
+        wait_until(lambda: sweeps(proxy) >= 1 and watched(), 30, what="the first pass and its watch")
+        client.ensure_path(cluster + "/bulk")
+        for k in range(17):  # 17,000 creates: past ZKW_SWEEPWATCH_MAX (16,384)
+            t = client.transaction()
+            for i in range(1000):
+                t.create("%s/bulk/n%05d" % (cluster, k * 1000 + i))
+            t.commit()
+        wait_until(lambda: "more than 16384 nodes changed" in proxy.stderr(), 30, what="the overflow")
+        wait_until(lambda: not watched(), 10, what="the watch removed")
+        assert "removeWatches" not in proxy.stderr()  # no failure said
+        assert jm.exists(cluster) is not None  # the JobManager's connection is fine
+    finally:
+        zk.stop()
