@@ -292,6 +292,12 @@ static int parse_sweep_trees(struct zkw_config *cfg, const char *val, long long 
   cfg->sweep_trees.count = 0;
   if (!*val) return 0;
   if (zkw_lock_roots_parse(&cfg->sweep_trees, val, why, whylen) != 0) return -1;
+  if (cfg->sweep_trees.count > ZKW_SWEEP_TREES_MAX) {
+    snprintf(why, whylen, "at most %d trees (%d named): name a tree above several of them instead",
+             ZKW_SWEEP_TREES_MAX, cfg->sweep_trees.count);
+    cfg->sweep_trees.count = 0;
+    return -1;
+  }
   for (int i = 0; i < cfg->sweep_trees.count; i++) {
     const char *t = cfg->sweep_trees.root[i];
     bool below = false;

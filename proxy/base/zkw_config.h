@@ -15,6 +15,9 @@
 #include "zkw_log.h"
 
 #define ZKW_MAX_UPSTREAMS 16
+/* ZKWARDEN_SWEEP_TREES: at most this many (an identity's scope holds them
+ * beside the trees it learns, zkw_scope.h). */
+#define ZKW_SWEEP_TREES_MAX 8
 
 /* A host:port as written; resolved when connecting (names may change). */
 struct zkw_hostport {
@@ -79,7 +82,8 @@ struct zkw_hostport {
     "on: after a zombie served by one server alone, later connections try that server last for 10 min")      \
   X(sweep_trees, "ZKWARDEN_SWEEP_TREES", "", sweep_trees, 0, 0,                                              \
     "comma list of this JobManager's own trees, each below a lock root (e.g. /flink/<cluster-id>): the "     \
-    "sweep and the lock report read them besides the trees learned from its creates; empty: learned only")   \
+    "sweep and the lock report read them first, besides the trees learned from its creates; at most 8; "     \
+    "empty: learned only")                                                                                   \
   X(sweep_max_nodes, "ZKWARDEN_SWEEP_MAX_NODES", "200000", uint, 100, 100000000,                             \
     "nodes one sweep pass reads at most; a pass that reaches it says so and the next pass goes on from "     \
     "there")                                                                                                 \
@@ -118,7 +122,7 @@ struct zkw_config {
   char registry_root[256];
   char registry_auth[256]; /* secret: never printed or logged */
   struct zkw_lock_roots lock_roots;
-  struct zkw_lock_roots sweep_trees; /* count 0: none named */
+  struct zkw_lock_roots sweep_trees; /* count 0: none named; at most ZKW_SWEEP_TREES_MAX */
   uint32_t sweep_max_nodes;
   uint32_t fence_timeout_ms;
   uint32_t orphan_grace_ms;

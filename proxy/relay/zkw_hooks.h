@@ -15,9 +15,14 @@
  *   on_reply             each reply to a client request (not pings, auth,
  *                        notifications, nor zkwarden's own in-band requests),
  *                        and the CONNECTIONLOSS a move answers it with
- *   on_notification      each notification (xid -1) while the session is not
- *                        moving: ZKW_FORWARD, or ZKW_DROP for one that only a
- *                        watch of the policy's own asked for
+ *   on_notification      each notification (xid -1) of an established session,
+ *                        before the relay's watch table sees it: ZKW_FORWARD,
+ *                        or ZKW_DROP for one that only a watch of the policy's
+ *                        own asked for (then the table never sees it). Not
+ *                        called while the session moves (zkw_move.c): a
+ *                        notification the new server sends before the move
+ *                        finishes goes to the client unasked (the policy's
+ *                        watches are not re-set there: none of theirs comes)
  *   on_move              the server of an established session went away or
  *                        silent and the session could move (zkw_move.h):
  *                        ZKW_FORWARD moves it, ZKW_DROP does what a plain

@@ -198,6 +198,13 @@ int zkw_inband_add_watch(struct zkw_session *s, const char *path, int32_t mode, 
   return submit(s, &req, cb, arg);
 }
 
+int zkw_inband_remove_watches(struct zkw_session *s, const char *path, int32_t type, zkw_zk_cb cb,
+                              void *arg) {
+  struct zkw_request req = path_request(ZKW_OP_REMOVE_WATCHES, path);
+  req.op.mode = type; /* {path, int type}: the same shape as addWatch */
+  return submit(s, &req, cb, arg);
+}
+
 void zkw_inband_client_reply(struct zkw_session *s, int32_t op) {
   if (op != ZKW_OP_SASL) s->inband_ok = true;
   if (s->inband && s->inband->head) flush(s->inband);

@@ -57,6 +57,12 @@ int zkw_inband_children2(struct zkw_session *s, const char *path, zkw_zk_cb cb, 
  * connection like any other (zkw_hooks.h on_notification). */
 int zkw_inband_add_watch(struct zkw_session *s, const char *path, int32_t mode, zkw_zk_cb cb, void *arg)
     __attribute__((warn_unused_result));
+/* removeWatches (opcode 18): type 1 children, 2 data, 3 any (ZooKeeper 3.6+:
+ * also a persistent or persistent recursive watch; 3.9 adds 4 persistent and
+ * 5 persistent recursive alone). Removes this connection's watches of that
+ * type on path, the client's own included; NOWATCHER when there is none. */
+int zkw_inband_remove_watches(struct zkw_session *s, const char *path, int32_t type, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
 
 /* Relay hooks (zkw_session.c). */
 /* A reply for the client (opcode op, not a notification) arrived: may make

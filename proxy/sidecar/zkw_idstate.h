@@ -151,15 +151,22 @@ struct zkw_identity {
   bool sweeping;
   bool sweep_again; /* a sweep was asked for while one ran */
   bool stopping;
-  /* The identity's own trees (zkw_scope.h), learned from the JobManager's
-   * creates and merged with the record's at load; scope_dirty: not yet
-   * written to the record. */
+  /* The identity's own trees (zkw_idtrees.h): learned from the creates of
+   * incarnation scope_inc in this process; earlier incarnations' learned
+   * here (trusted); the record's (used while record_restricted). Earlier
+   * ones are retired once the current incarnation learned and walked.
+   * scope_dirty: the record does not hold them yet. */
   struct zkw_scope scope;
+  uint64_t scope_inc;
+  struct zkw_scope prev_trees;
+  struct zkw_scope rec_trees;
+  bool rec_trees_warned; /* a record's trees were distrusted: said once at warn */
   bool scope_dirty;
-  bool scope_full_logged; /* a tree could not be kept (the bound): said once */
+  bool scope_full_logged; /* a tree could not be kept (the bound): said once per incarnation */
   /* The record node was found creator-only (ZKWARDEN_REGISTRY_AUTH set, no
    * world ACL) by an ACL pass (zkw_regacl.c): only then are dead sessions
-   * read from it, not seen ending by this process, trusted for deletes. */
+   * read from it, not seen ending by this process, trusted for deletes, and
+   * its trees read (zkw_idtrees.h). */
   bool record_restricted;
 };
 

@@ -286,32 +286,6 @@ static void age_dead(struct zkw_identity *id) {
   if (zkw_record_age_dead(&id->dead, epoch_ms(), ZKW_DEAD_SESSION_MAX_AGE_MS) > 0) id->dead_dirty = true;
 }
 
-/* zkwarden_own_trees: the learned trees with ZKWARDEN_SWEEP_TREES. */
-static void count_own_trees(const struct zkw_identity *id) {
-  struct zkw_scope all;
-  zkw_identity_own_trees(id, &all);
-  ZKW_METRIC_SET(own_trees, (int64_t)all.count);
-}
-
-/* The record's trees join the learned ones: each must lie below a lock
- * root (a record anyone may write names no other cluster's tree here). */
-static void merge_trees(struct zkw_identity *id, const struct zkw_scope *trees) {
-  for (int i = 0; i < trees->count; i++) {
-    enum zkw_scope_change c = zkw_scope_add(&id->scope, &id->srv->cfg->lock_roots, trees->tree[i]);
-    if (c == ZKW_SCOPE_REFUSED || c == ZKW_SCOPE_FULL)
-      zkw_log_warn("identity %s: the registry record's tree %s is %s: ignored", zkw_identity_name(id),
-                   trees->tree[i], c == ZKW_SCOPE_FULL ? "one too many" : "not below a lock root");
-  }
-  /* What the record lacks (learned before it was read) is written. */
-  for (int i = 0; i < id->scope.count && !id->scope_dirty; i++) {
-    bool in = false;
-    for (int k = 0; k < trees->count && !in; k++)
-      in = strcmp(trees->tree[k], id->scope.tree[i]) == 0;
-    if (!in) id->scope_dirty = true;
-  }
-  count_own_trees(id);
-}
-
 static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   struct zkw_identity *id = arg;
   if (id->state != ZKW_REG_OWNER) return;
@@ -357,7 +331,7 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   for (int i = 0; i < rec.ndead; i++)
     zkw_record_add_dead(&id->dead, &rec.dead_sessions[i]);
   age_dead(id);
-  merge_trees(id, &rec.trees);
+  if (zkw_idtrees_loaded(id, &rec.trees)) id->scope_dirty = true; /* what the record lacks is written */
   if (!behind) id->rec = rec;
   if (with_extras(id, &id->rec)) id->dead_dirty = true;
   id->rec_loaded = id->rec_known = true;
@@ -510,7 +484,7 @@ static bool with_extras(const struct zkw_identity *id, struct zkw_record *rec) {
   }
   rec->ndead = id->dead.ndead;
   memcpy(rec->dead_sessions, id->dead.dead_sessions, sizeof rec->dead_sessions);
-  rec->trees = id->scope;
+  zkw_idtrees_for_record(id, &rec->trees);
   return changed;
 }
 
@@ -588,30 +562,43 @@ const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identit
   return *why ? NULL : d;
 }
 
-void zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out) {
-  const struct zkw_config *cfg = id->srv->cfg;
-  *out = id->scope;
-  for (int i = 0; i < cfg->sweep_trees.count; i++)
-    (void)zkw_scope_add(out, &cfg->lock_roots, cfg->sweep_trees.root[i]);
-}
-
-void zkw_registry_learn_tree(struct zkw_identity *id, struct zkw_bytes path) {
-  enum zkw_scope_change c = zkw_scope_learn(&id->scope, &id->srv->cfg->lock_roots, path);
+void zkw_registry_learn_tree(struct zkw_identity *id, uint64_t incarnation, struct zkw_bytes path) {
+  uint64_t current = zkw_identity_current(id);
+  if (!current || incarnation != current) return; /* a superseded incarnation's trees are not learned */
+  enum zkw_scope_change c = zkw_idtrees_learn(id, current, path);
   if (c == ZKW_SCOPE_CHANGED) {
     char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
     zkw_scope_format(&id->scope, trees, sizeof trees);
-    zkw_log_info("identity %s: own trees (read by the sweep and the lock report): %s", zkw_identity_name(id),
-                 trees);
-    count_own_trees(id);
+    zkw_log_info("identity %s: incarnation %" PRIu64
+                 "'s own trees (read by the sweep and the lock report): %s",
+                 zkw_identity_name(id), current, trees);
     id->scope_dirty = true;
     zkw_registry_flush_dead(id);
   } else if (c == ZKW_SCOPE_FULL && !id->scope_full_logged) {
     id->scope_full_logged = true;
     zkw_log_warn("identity %s: the JobManager creates ephemerals under more than %d separate trees; %.*s is "
-                 "not swept (reclaim at create and delete still covers it): name the trees with "
-                 "ZKWARDEN_SWEEP_TREES",
-                 zkw_identity_name(id), ZKW_SCOPE_TREES_MAX, (int)path.len, (const char *)path.p);
+                 "not swept (reclaim at create and delete still covers it): name it in ZKWARDEN_SWEEP_TREES "
+                 "(at most %d; a tree named there is always read, and what the JobManager creates below it "
+                 "is not learned, so it takes no room)",
+                 zkw_identity_name(id), ZKW_SCOPE_LEARNED_MAX, (int)path.len, (const char *)path.p,
+                 ZKW_SWEEP_TREES_MAX);
   }
+}
+
+void zkw_registry_trees_walked(struct zkw_identity *id, uint64_t incarnation,
+                               const struct zkw_scope *walked) {
+  int gone = zkw_idtrees_walked(id, incarnation, walked);
+  if (!gone) return;
+  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
+  struct zkw_scope own;
+  (void)zkw_identity_own_trees(id, &own);
+  zkw_scope_format(&own, trees, sizeof trees);
+  zkw_log_info(
+      "identity %s: %d tree(s) of earlier incarnations retired after a whole walk of incarnation %" PRIu64
+      "; own trees now %s",
+      zkw_identity_name(id), gone, incarnation, trees);
+  id->scope_dirty = true;
+  zkw_registry_flush_dead(id);
 }
 
 /* The record written back after it was deleted, emptied or corrupted. */

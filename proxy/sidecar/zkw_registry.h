@@ -7,6 +7,7 @@
 #define ZKW_REGISTRY_H
 
 #include "zkw_idstate.h"
+#include "zkw_idtrees.h"
 
 /* zkwarden's own registry session: short, so that the owner node of a
  * sidecar that died goes quickly (the server clamps it to >= 2 ticks). */
@@ -39,11 +40,15 @@ const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identi
  * Listed but not proven: NULL with *why saying why (else *why is NULL). */
 const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identity *id, int64_t session,
                                                         int64_t asking_session, const char **why);
-/* The identity's own trees (zkw_scope.h): learned and ZKWARDEN_SWEEP_TREES. */
-void zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out);
-/* The JobManager (an incarnation's session) creates an ephemeral at path:
- * its parent joins the own trees, written to the record soon. */
-void zkw_registry_learn_tree(struct zkw_identity *id, struct zkw_bytes path);
+/* The identity's own trees: zkw_identity_own_trees (zkw_idtrees.h). The
+ * JobManager (a session of incarnation `incarnation`) creates an ephemeral
+ * at path: if that is the current incarnation, its parent joins its trees,
+ * written to the record soon. */
+void zkw_registry_learn_tree(struct zkw_identity *id, uint64_t incarnation, struct zkw_bytes path);
+/* A sweep pass of incarnation `incarnation` walked `walked` whole: earlier
+ * incarnations' trees may retire (zkw_idtrees_walked); the record is
+ * written if they did. */
+void zkw_registry_trees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked);
 
 void zkw_registry_set_state(struct zkw_identity *id, enum zkw_reg_state st, const char *why);
 /* Creates the registry paths and the owner node (or waits for it). */

@@ -53,9 +53,9 @@ bool zkw_scope_covers(const struct zkw_scope *sc, const char *path, size_t len) 
   return false;
 }
 
-static enum zkw_scope_change append(struct zkw_scope *sc, const char *p, size_t n) {
+static enum zkw_scope_change append(struct zkw_scope *sc, const char *p, size_t n, int max) {
   drop_covered(sc, p, n, -1);
-  if (sc->count == ZKW_SCOPE_TREES_MAX) return ZKW_SCOPE_FULL;
+  if (sc->count >= max) return ZKW_SCOPE_FULL;
   memcpy(sc->tree[sc->count], p, n);
   sc->tree[sc->count][n] = 0;
   sc->count++;
@@ -82,7 +82,7 @@ enum zkw_scope_change zkw_scope_learn(struct zkw_scope *sc, const struct zkw_loc
     size_t c = common_ancestor(sc->tree[i], p, n);
     if (c > rl && c > best_len) best = i, best_len = c;
   }
-  if (best < 0) return append(sc, p, n);
+  if (best < 0) return append(sc, p, n, ZKW_SCOPE_LEARNED_MAX);
   sc->tree[best][best_len] = 0;
   drop_covered(sc, sc->tree[best], best_len, best);
   return ZKW_SCOPE_CHANGED;
@@ -94,7 +94,7 @@ enum zkw_scope_change zkw_scope_add(struct zkw_scope *sc, const struct zkw_lock_
   size_t rl = root_of(roots, tree, n);
   if (rl == 0 || n <= rl || n >= ZKW_SCOPE_PATH_MAX || tree[n - 1] == '/') return ZKW_SCOPE_REFUSED;
   if (zkw_scope_covers(sc, tree, n)) return ZKW_SCOPE_SAME;
-  return append(sc, tree, n);
+  return append(sc, tree, n, ZKW_SCOPE_TREES_MAX);
 }
 
 void zkw_scope_format(const struct zkw_scope *sc, char *out, size_t cap) {

@@ -8,10 +8,10 @@
  * level below that root. A Flink cluster's ephemerals all lie under its
  * <path.root>/<cluster-id>, so its latch, its leader nodes and its locks end
  * as that one tree; another cluster beside it under the same root is never
- * in it. Bounded (ZKW_SCOPE_TREES_MAX trees of at most ZKW_SCOPE_PATH_MAX-1
- * bytes), and kept in the identity's registry record (zkw_record.h) so that
- * a restarted JobManager's first sweep knows them before its first request.
- * Pure functions: no I/O. */
+ * in it. Bounded (ZKW_SCOPE_LEARNED_MAX trees learned, ZKW_SCOPE_TREES_MAX
+ * in a scope, each of at most ZKW_SCOPE_PATH_MAX-1 bytes), and kept in the identity's registry record
+ * (zkw_record.h) so that a restarted JobManager's first sweep knows them before its first request. Pure
+ * functions: no I/O. */
 #ifndef ZKW_SCOPE_H
 #define ZKW_SCOPE_H
 
@@ -21,8 +21,12 @@
 #include "zkw_lockrule.h"
 #include "zkw_wire.h"
 
-#define ZKW_SCOPE_TREES_MAX 8
-#define ZKW_SCOPE_PATH_MAX  256 /* with the NUL, as a lock root */
+/* A scope holds the operator's trees (ZKWARDEN_SWEEP_TREES, at most
+ * ZKW_SWEEP_TREES_MAX) beside those learned (at most ZKW_SCOPE_LEARNED_MAX),
+ * so that naming a tree the bound left out always makes room for it. */
+#define ZKW_SCOPE_TREES_MAX   16
+#define ZKW_SCOPE_LEARNED_MAX 8
+#define ZKW_SCOPE_PATH_MAX    256 /* with the NUL, as a lock root */
 
 struct zkw_scope {
   int count;
@@ -34,12 +38,13 @@ enum zkw_scope_change {
   ZKW_SCOPE_SAME = 0,    /* already covered */
   ZKW_SCOPE_CHANGED = 1, /* a tree was added or widened */
   ZKW_SCOPE_REFUSED = 2, /* not a path a tree can be made of (outside the roots, at a root, too long) */
-  ZKW_SCOPE_FULL = 3,    /* no room for another tree */
+  ZKW_SCOPE_FULL =
+      3, /* no room for another tree (learned: ZKW_SCOPE_LEARNED_MAX; added: ZKW_SCOPE_TREES_MAX) */
 };
 
 /* Learns the JobManager's ephemeral at `path` (create or create2 or a
  * create inside multi, ephemeral, under one of roots): its parent joins the
- * trees. */
+ * trees (ZKW_SCOPE_FULL past ZKW_SCOPE_LEARNED_MAX trees). */
 enum zkw_scope_change zkw_scope_learn(struct zkw_scope *sc, const struct zkw_lock_roots *roots,
                                       struct zkw_bytes path);
 /* Adds a tree as it is (a record's, an operator's), if it lies at least one

@@ -121,11 +121,12 @@ static void count_request(uint64_t now) {
   sweeper.jm_request_ms = now;
 }
 
-static void learn(struct zkw_identity *id, int32_t type, int32_t flags, struct zkw_bytes path) {
+static void learn(struct zkw_identity *id, uint64_t incarnation, int32_t type, int32_t flags,
+                  struct zkw_bytes path) {
   if ((type == ZKW_OP_CREATE || type == ZKW_OP_CREATE2) &&
       (flags == ZKW_CREATE_EPHEMERAL || flags == ZKW_CREATE_EPHEMERAL_SEQUENTIAL) &&
       zkw_under_lock_roots(&id->srv->cfg->lock_roots, path))
-    zkw_registry_learn_tree(id, path);
+    zkw_registry_learn_tree(id, incarnation, path);
 }
 
 static void sweep_wait_cb(uv_timer_t *t);
@@ -221,9 +222,11 @@ static void consider(struct sweep *sw, struct zkw_lock_check *c, bool lock_named
   bool stale = lock_named && c->tagged && strcmp(c->tag.identity, zkw_identity_name(sw->id)) == 0 &&
                !zkw_lockcheck_why_not(c, sw->batch.session_id, zkw_identity_current(sw->id));
   if (!zkw_lockcheck_zombie(sw->id, c, sw->batch.session_id, !stale) && !stale) return;
-  if (zkw_sweep_batch_add(&sw->batch, c) != 0)
+  if (zkw_sweep_batch_add(&sw->batch, c) != 0) {
     zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, "keep (out of memory) the candidate", c->path,
                               ZSYSTEMERROR, c);
+    sw->failed = true; /* not whole: the next pass walks and finds it again */
+  }
 }
 
 static bool read_ok(struct sweep *sw, const char *step, const char *path, const struct zkw_zk_result *r) {
@@ -352,6 +355,8 @@ static void walk_done(struct sweep *sw) {
      * last pass's frontier, which began the same way). */
     sweeper.walked = whole;
     sweeper.walked_basis = sw->basis;
+    /* Earlier incarnations' trees, walked once by this one, retire. */
+    if (whole) zkw_registry_trees_walked(sw->id, sw->basis.incarnation, &sw->basis.trees);
   } else if (!whole) {
     sweeper.walked = false;
   }
@@ -367,6 +372,10 @@ static void pass_end(struct zkw_sweep_batch *b) {
   struct zkw_identity *id = sw->id;
   const char *identity = zkw_identity_name(id);
   bool lost = b->lost;
+  /* A candidate left (a delete that failed, a step not sent, the phase cut
+   * short) is found again only by a walk: what changed since would not
+   * name it. */
+  if (b->retry || b->next < b->nfound) sweeper.walked = false;
   ZKW_METRIC_SET(sweep_last_reads, (int64_t)sw->visited);
   if (sw->changes)
     ZKW_METRIC_INC(sweep_change_passes);
@@ -401,8 +410,9 @@ static void pass_end(struct zkw_sweep_batch *b) {
     else
       schedule_periodic(id);
   }
-  /* Sessions held back their lock requests during the deletes. */
-  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
+  /* Sessions held back their lock requests during the deletes (stopping:
+   * they are about to close). */
+  for (struct zkw_session *s = zkw_session_first(id->srv); s && !id->stopping; s = zkw_session_next(s))
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
 }
 
@@ -448,9 +458,13 @@ static void sweep_start(struct zkw_identity *id) {
   /* Reads and deletes go on the JobManager's session: wait for one. */
   struct zkw_session *s = jm_session(id);
   struct zkw_scope trees;
-  zkw_identity_own_trees(id, &trees);
+  int left = zkw_identity_own_trees(id, &trees);
   uint64_t now = now_ms();
   if (!s) return schedule(id, SWEEP_NO_JM_MS);
+  if (left)
+    zkw_log_info("identity %s: sweep: %d tree(s) of earlier incarnations find no room beside the operator's "
+                 "and the current incarnation's (%d in all): not read",
+                 zkw_identity_name(id), left, ZKW_SCOPE_TREES_MAX);
   if (!trees.count) { /* they come with the JobManager's first creates */
     zkw_log_debug("identity %s: sweep: no own tree known yet", zkw_identity_name(id));
     if (sweeper.first_since && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS)
@@ -519,14 +533,28 @@ void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *re
   /* A current incarnation re-attached through this sidecar (restarted):
    * its passes begin with its first request here. */
   if (!sweeper.began) zkw_sweep_soon(id);
-  if (req->type != ZKW_OP_MULTI) return learn(id, req->type, req->op.flags, req->op.path);
+  uint64_t incarnation = zkw_sc(s)->incarnation;
+  if (req->type != ZKW_OP_MULTI) return learn(id, incarnation, req->type, req->op.flags, req->op.path);
   struct zkw_multi_iter it = zkw_multi_iter(req->op.ops);
   struct zkw_op_req op;
   while (zkw_multi_next_req(&it, &op) == ZKW_OK)
-    learn(id, op.type, op.flags, op.path);
+    learn(id, incarnation, op.type, op.flags, op.path);
 }
 
 void zkw_sweep_stop(void) {
+  /* A pass waiting on the sweep timer (the JobManager busy, the deletes
+   * waiting for a lock request) with nothing in flight is never called
+   * again once the identity closed that timer: it ends here (its session
+   * reference, stack and candidates freed). One with a read or delete in
+   * flight ends in that request's callback, which the session's close
+   * calls. */
+  struct sweep *sw = sweeper.current;
+  if (sw && sw->id->stopping && sw->inflight == 0 && sw->batch.inflight == 0) {
+    if (sw->batch.deleting)
+      zkw_sweepdel_next(&sw->batch);
+    else
+      pump(sw);
+  }
   free_items(sweeper.frontier, sweeper.nfrontier);
   sweeper.frontier = NULL;
   sweeper.nfrontier = 0;

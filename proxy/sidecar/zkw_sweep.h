@@ -32,7 +32,9 @@ bool zkw_sweep_holding(const struct zkw_identity *id);
  * busy (the sweep yields), the parents of the ephemerals it creates are its
  * own trees, and it may touch the sweep's watch. */
 void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *req);
-/* The sidecar stops: what sweeps keep between passes is freed. */
+/* The sidecar stops (after zkw_identity_stop): a pass with nothing in
+ * flight ends now, one with a request in flight in its callback; what
+ * sweeps keep between passes is freed. */
 void zkw_sweep_stop(void);
 
 #endif

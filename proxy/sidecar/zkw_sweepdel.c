@@ -73,20 +73,34 @@ static bool still_candidate(struct zkw_sweep_batch *b, const struct zkw_lock_che
          !zkw_lockcheck_why_not(now, b->session_id, zkw_identity_current(b->id));
 }
 
+/* An in-band request of the delete phase could not be sent (rc from
+ * zkw_inband_*): logged and counted, and the candidate is left for the next
+ * pass, which walks (retry). */
+static void not_sent(struct zkw_sweep_batch *b, const char *step, const struct zkw_lock_check *c, int rc) {
+  zkw_lockcheck_step_failed(b->s, ZKW_HISTORY_SWEEP, step, c->path,
+                            rc == -ENOMEM ? ZSYSTEMERROR : ZCONNECTIONLOSS, c);
+  b->retry = true;
+}
+
 static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
   struct zkw_sweep_batch *b = arg;
   struct zkw_lock_check *c = &b->found[b->next];
   b->inflight--;
   struct zkw_lock_check now = {.path = c->path};
-  if (!zkw_sweep_step(b, "read the lock", c->path, r->rc)) return end_phase(b);
+  if (!zkw_sweep_step(b, c->zombie ? "read the zombie" : "read the lock", c->path, r->rc))
+    return end_phase(b);
+  if (r->rc != ZOK && r->rc != ZNONODE) b->retry = true; /* still there, maybe: logged by zkw_sweep_step */
   if (r->rc == ZOK) zkw_lockcheck_fill(&now, r);
-  if (r->rc == ZOK && still_candidate(b, c, &now) &&
-      zkw_inband_delete(b->s, c->path, now.version, sweep_deleted, b) == 0) {
-    b->inflight++;
-    c->tag = now.tag;
-    c->owner = now.owner;
-    c->version = now.version;
-    return;
+  if (r->rc == ZOK && still_candidate(b, c, &now)) {
+    int rc = zkw_inband_delete(b->s, c->path, now.version, sweep_deleted, b);
+    if (rc == 0) {
+      b->inflight++;
+      c->tag = now.tag;
+      c->owner = now.owner;
+      c->version = now.version;
+      return;
+    }
+    not_sent(b, c->zombie ? "delete the zombie" : "delete the stale lock", c, rc);
   }
   b->next++;
   zkw_sweepdel_next(b);
@@ -104,7 +118,8 @@ static void zombie_deleted(struct zkw_sweep_batch *b, const struct zkw_lock_chec
   } else if (rc == ZNONODE) {
     /* The JobManager's server still shows it, the quorum has no such
      * node: a zombie in one server's tree alone. Deleting cannot end it;
-     * the next sweep looks again (no retry loop). */
+     * the next sweep looks again (no retry loop): it walks (retry). */
+    b->retry = true;
     if (zkw_lockcheck_report_once(c->czxid)) ZKW_METRIC_INC(zombie_ephemerals);
     zkw_log_warn("identity %s: zombie ephemeral %s of session 0x%" PRIx64 " (ended at %s) is served by %s "
                  "alone: its delete got NONODE, the quorum has no such node; restart %s (%s)",
@@ -130,7 +145,9 @@ static void zombie_recheck(void *arg, const struct zkw_zk_result *r) {
   struct zkw_lock_check *c = &b->found[b->next];
   b->inflight--;
   if (!zkw_sweep_step(b, "read the zombie", c->path, r->rc)) return end_phase(b);
-  if (r->rc == ZOK && r->stat.czxid == c->czxid)
+  if (r->rc != ZOK && r->rc != ZNONODE)
+    b->retry = true; /* unknown: logged by zkw_sweep_step; the next pass looks again */
+  else if (r->rc == ZOK && r->stat.czxid == c->czxid)
     zombie_deleted(b, c, ZNONODE);
   else
     zkw_log_debug("identity %s: zombie %s went before the sweep's delete", zkw_identity_name(b->id), c->path);
@@ -144,11 +161,17 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
   b->inflight--;
   if (!zkw_sweep_step(b, c->zombie ? "delete the zombie" : "delete the stale lock", c->path, r->rc))
     return end_phase(b);
-  if (c->zombie && r->rc == ZNONODE && zkw_inband_get(b->s, c->path, zombie_recheck, b) == 0) {
-    b->inflight++; /* does the JobManager's server still show it? */
-    return;
-  }
-  if (c->zombie) {
+  /* Not deleted, and maybe still a candidate (NOAUTH, BADVERSION, ...:
+   * logged by zkw_sweep_step): the next pass walks and finds it again. */
+  if (r->rc != ZOK && r->rc != ZNONODE) b->retry = true;
+  if (c->zombie && r->rc == ZNONODE) {
+    int rc = zkw_inband_get(b->s, c->path, zombie_recheck, b);
+    if (rc == 0) {
+      b->inflight++; /* does the JobManager's server still show it? */
+      return;
+    }
+    not_sent(b, "read the zombie", c, rc);
+  } else if (c->zombie) {
     zombie_deleted(b, c, r->rc);
   } else if (r->rc == ZOK) {
     b->deleted++;
@@ -167,23 +190,29 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
 
 void zkw_sweepdel_next(struct zkw_sweep_batch *b) {
   struct zkw_identity *id = b->id;
-  if (id->stopping || b->lost || b->next >= b->nfound || !zkw_identity_current(id)) return end_phase(b);
-  /* No lock request of this sidecar may be outstanding while we decide. */
-  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
-    if (zkw_session_in_barrier(s)) return b->wait(b);
-  if (zkw_inband_get(b->s, b->found[b->next].path, sweep_reread, b) == 0) {
-    b->inflight++;
-    return;
+  for (;;) { /* a loop, not a call per candidate: every send may fail (a closing session) */
+    if (b->s->phase == ZKW_PHASE_CLOSING) b->lost = true; /* nothing more can be sent with it */
+    if (id->stopping || b->lost || b->next >= b->nfound || !zkw_identity_current(id)) return end_phase(b);
+    /* No lock request of this sidecar may be outstanding while we decide. */
+    for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
+      if (zkw_session_in_barrier(s)) return b->wait(b);
+    const struct zkw_lock_check *c = &b->found[b->next];
+    int rc = zkw_inband_get(b->s, c->path, sweep_reread, b);
+    if (rc == 0) {
+      b->inflight++;
+      return;
+    }
+    not_sent(b, c->zombie ? "read the zombie" : "read the lock", c, rc);
+    b->next++;
   }
-  b->next++;
-  zkw_sweepdel_next(b);
 }
 
 void zkw_sweepdel_start(struct zkw_sweep_batch *b) {
   if (b->nfound == 0) return b->done(b);
-  if (zkw_identity_observing(b->id)) { /* nothing deleted, nothing held back */
+  if (zkw_identity_observing(b->id)) { /* nothing deleted, nothing held back, nothing to retry */
     for (size_t i = 0; i < b->nfound; i++)
       zkw_lockcheck_would_delete(b->id, ZKW_HISTORY_SWEEP, &b->found[i], "not deleted by the sweep");
+    b->next = b->nfound;
     return b->done(b);
   }
   /* Zombie latch nodes last: the new JobManager leads once the first in

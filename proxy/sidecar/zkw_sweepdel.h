@@ -31,6 +31,11 @@ struct zkw_sweep_batch {
   int inflight;
   int deleted, zombies_deleted;
   bool lost; /* the session closed: the phase ended */
+  /* A candidate was left for a reason other than being no longer one (a
+   * read or delete failed or could not be sent, a zombie served by one
+   * server alone): the next pass walks the trees whole (zkw_sweep.c). So
+   * does one that ends with candidates not yet taken (next < nfound). */
+  bool retry;
   /* The phase ended (all done, the session lost, the identity stopping). */
   void (*done)(struct zkw_sweep_batch *b);
   /* A lock request of this sidecar is in flight: call zkw_sweepdel_next

@@ -18,6 +18,7 @@
 #include "zkw_zk.h"
 
 #define WATCH_RECURSIVE 1 /* addWatch mode: persistent recursive */
+#define WATCHER_ANY     3 /* removeWatches type: any (3.6+: persistent recursive included) */
 
 /* Trees below "/": any absolute path (for the scopes of trees asked and set). */
 static const struct zkw_lock_roots ANY_ROOT = {1, {"/"}};
@@ -85,26 +86,62 @@ static struct kept **slot(const char *p, size_t n, uint32_t h) {
   return pp;
 }
 
-/* Keeps a path; past the bound, or out of memory, the set is forgotten and
- * the next pass walks. */
-static void keep(const char *p, size_t n) {
+static void removed_cb(void *arg, const struct zkw_zk_result *r) {
+  char *tree = arg;
+  if (r->rc != ZOK)
+    zkw_log_info(
+        "sweep: removeWatches %s (the watch of a set that overflowed) failed: %s; its notifications "
+        "keep coming to the JobManager's connection, answered by zkwarden alone, until the connection "
+        "ends",
+        tree, zkw_zk_error(r->rc));
+  free(tree);
+}
+
+/* The set overflowed: what it kept is forgotten and the next pass walks.
+ * The watch itself is removed in-band (removeWatches, type any: the one
+ * type every 3.6+ server takes for a persistent recursive watch), so the
+ * rest of the interval's changes stop coming to the JobManager's connection
+ * for nothing; the next walk sets it again. Type any also removes the
+ * connection's other watches on that exact path, so a tree on whose path
+ * the JobManager may watch itself (its table says so, or is incomplete, or
+ * it touched a watch there since: spoiled) keeps the watch, said at info. */
+static void overflowed(struct zkw_session *s) {
+  forget_kept();
+  w.overflow = true;
+  for (int i = 0; i < w.asked.count; i++) {
+    const char *tree = w.asked.tree[i];
+    size_t n = strlen(tree);
+    if (s->watches.lost || w.spoiled || zkw_watches_kinds(&s->watches, tree, n) != 0) {
+      zkw_log_info("sweep: the watch on %s stays (the JobManager may watch that path itself): its "
+                   "notifications keep coming, answered by zkwarden alone",
+                   tree);
+      continue;
+    }
+    char *arg = zkw_strdup(tree);
+    int rc = arg ? zkw_inband_remove_watches(s, tree, WATCHER_ANY, removed_cb, arg) : -ENOMEM;
+    if (rc != 0) {
+      free(arg);
+      zkw_log_info("sweep: cannot send removeWatches %s (%s): its notifications keep coming, answered by "
+                   "zkwarden alone",
+                   tree, rc == -ENOMEM ? "out of memory" : "the connection is closing");
+    }
+  }
+}
+
+/* Keeps a path; past the bound, or out of memory, the set is forgotten, the
+ * watch removed, and the next pass walks. */
+static void keep(struct zkw_session *s, const char *p, size_t n) {
   if (w.overflow) return;
   if (w.count >= ZKW_SWEEPWATCH_MAX) {
     zkw_log_info("sweep: more than %d nodes changed in the own trees since the last pass: the next pass "
-                 "walks them",
+                 "walks them (the watch is removed until then)",
                  ZKW_SWEEPWATCH_MAX);
-    forget_kept();
-    w.overflow = true;
-    return;
+    return overflowed(s);
   }
   if (!w.bucket || w.count >= w.nbuckets) {
     uint32_t nb = w.nbuckets ? w.nbuckets * 2 : 64;
     struct kept **b = zkw_calloc(nb, sizeof *b);
-    if (!b) {
-      forget_kept();
-      w.overflow = true;
-      return;
-    }
+    if (!b) return overflowed(s);
     for (uint32_t i = 0; i < w.nbuckets; i++)
       for (struct kept *e = w.bucket[i], *next; e; e = next) {
         next = e->next;
@@ -119,11 +156,7 @@ static void keep(const char *p, size_t n) {
   struct kept **pp = slot(p, n, h);
   if (*pp) return;
   struct kept *e = zkw_malloc(sizeof *e + n + 1);
-  if (!e) {
-    forget_kept();
-    w.overflow = true;
-    return;
-  }
+  if (!e) return overflowed(s);
   *e = (struct kept){.hash = h, .len = (uint32_t)n};
   memcpy(e->path, p, n);
   e->path[n] = 0;
@@ -291,7 +324,7 @@ int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watch
   if (ev->type == 2)
     unkeep(p, n);
   else
-    keep(p, n);
+    keep(s, p, n);
   return client_wants(s, ev) ? ZKW_FORWARD : ZKW_DROP;
 }
 

@@ -14,11 +14,13 @@
  * session moved to another server or the JobManager reconnected (a new
  * connection), once the JobManager set, removed or replaced a watch on a
  * tree's own path (ZooKeeper up to 3.8 keeps one watch mode per path and
- * connection), or once the set overflowed; the next pass then walks the
- * trees again and sets it again. An older server (3.5) closes a connection
- * that sends addWatch, so the watch is set only where the servers are known
- * to be 3.6 or newer (their `srvr` answers, from the readiness probe) and
- * never again on a server that refused it; elsewhere every pass is a walk. */
+ * connection), or once the set overflowed (then the watch is also removed
+ * in-band, removeWatches type any, where the JobManager does not watch the
+ * tree's own path itself, so that the rest of the interval's changes stop
+ * coming); the next pass then walks the trees again and sets it again. An older server (3.5) closes a
+ * connection that sends addWatch, so the watch is set only where the servers are known to be 3.6 or newer
+ * (their `srvr` answers, from the readiness probe) and never again on a server that refused it; elsewhere
+ * every pass is a walk. */
 #ifndef ZKW_SWEEPWATCH_H
 #define ZKW_SWEEPWATCH_H
 

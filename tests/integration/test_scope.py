@@ -251,7 +251,9 @@ def test_record_listing_the_current_or_a_live_session_as_dead(private_zk, zkward
     me = "forged-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
     cluster = "/flink/f-%s" % uuid.uuid4().hex[:8]
     make_jobs(client, cluster, 1, 2)
-    proxy = sidecar(zkwarden_factory, private_zk, me, ZKWARDEN_SWEEP_INTERVAL_S=1)
+    # The operator names the tree: a record anyone may write is no source of
+    # trees for a restarted sidecar (see the warning checked below).
+    proxy = sidecar(zkwarden_factory, private_zk, me, ZKWARDEN_SWEEP_INTERVAL_S=1, ZKWARDEN_SWEEP_TREES=cluster)
     jm = kazoo_factory(proxy.hostport)
     latch = jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True,
                       sequence=True, makepath=True)
@@ -262,7 +264,8 @@ def test_record_listing_the_current_or_a_live_session_as_dead(private_zk, zkward
     live_lock = "%s/%s" % (checkpoint_locks(cluster, 0, 2), uuid.uuid4())
     live.create(live_lock, b"127.0.0.1", ephemeral=True)
     node = "/zkwarden/identities/" + me
-    wait_until(lambda: b"\ntree=" in client.get(node)[0], 10, what="the record to name the own tree")
+    wait_until(lambda: b"\nsession=0x%x\n" % jm.client_id[0] in client.get(node)[0], 10,
+               what="the record to name the JobManager's session")
 
     # The sidecar restarts; meanwhile the record gets a forged dead list.
     jm_session, live_session = jm.client_id[0], live.client_id[0]
@@ -288,6 +291,49 @@ def test_record_listing_the_current_or_a_live_session_as_dead(private_zk, zkward
     assert proxy.metric("zkwarden_zombies_unproven_total") == 2  # the live session's two nodes, once each
     log = proxy.stderr()[mark:]
     assert log.count("which anyone may write (ZKWARDEN_REGISTRY_AUTH unset)): not deleted") == 2, log
+
+
+def test_a_forged_tree_in_a_record_anyone_may_write_is_not_read(private_zk, zkwarden_factory, kazoo_factory):
+    """Without ZKWARDEN_REGISTRY_AUTH anyone may write the record: a forged
+    tree=/flink/<another cluster> there is neither read by the sweep or the
+    lock report nor written on; the trees the JobManager's creates show are.
+    Before, the restarted sidecar read the other cluster's tree (and deleted a
+    node there that looked like a stale lock of this identity)."""
+    client = kazoo_factory(private_zk.hostport)
+    me = "forgedtree-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    cluster = "/flink/t-%s" % uuid.uuid4().hex[:8]
+    other = "/flink/victim-%s" % uuid.uuid4().hex[:8]
+    make_jobs(client, cluster, 1, 2)
+    make_jobs(client, other, 1, 2)
+    ghost = kazoo_factory(private_zk.hostport)
+    bait = "%s/%s" % (checkpoint_locks(other, 0, 1), uuid.uuid4())  # looks like a stale lock of this identity
+    ghost.create(bait, forged_tag(me, 0, session=ghost.client_id[0]), ephemeral=True)
+    proxy = sidecar(zkwarden_factory, private_zk, me, ZKWARDEN_SWEEP_INTERVAL_S=1)
+    jm = kazoo_factory(proxy.hostport)
+    jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+              makepath=True)
+    node = "/zkwarden/identities/" + me
+    wait_until(lambda: b"\ntree=" in client.get(node)[0], 10, what="the record to name the own tree")
+    assert not proxy.stop()
+    mark = len(proxy.stderr())
+    data, _ = client.get(node)
+    client.set(node, data.replace(b"\ntree=", b"\ntree=%s\ntree=" % other.encode(), 1))
+    proxy.start()
+    wait_until(lambda: ready(proxy) and jm.connected and proxy.metric("zkwarden_sessions_active") == 1, 20,
+               what="the JobManager back through the sidecar")
+    jm.create("%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4()), b"127.0.0.1", ephemeral=True)
+    wait_until(lambda: sweeps(proxy, mark) >= 2, 20, what="two sweeps")
+    log = proxy.stderr()[mark:]
+    assert log.count("the record is not creator-only (ZKWARDEN_REGISTRY_AUTH is unset)") == 1, log
+    for line in log.splitlines():
+        if "sweep done" in line or "own trees" in line:
+            assert other not in line, line
+    assert client.exists(bait) is not None
+    assert proxy.metric("zkwarden_stale_locks_swept_total") == 0
+    wait_until(lambda: other.encode() not in client.get(node)[0], 10, what="the record written without it")
+    status, body = proxy.admin_get("/v1/locks")
+    assert status == 200, body
+    assert other not in body and cluster in body, body
 
 
 @pytest.mark.parametrize("kind", ["direct", "zkwarden"])
@@ -325,3 +371,117 @@ def test_nothing_waits_for_the_sweep(kind, private_zk, zkwarden_factory, kazoo_f
     assert client.exists(stale) is None
     assert proxy.metric("zkwarden_reclaims_at_delete_total") == 1
     assert sweeps(proxy) == 0
+
+
+def test_a_candidate_whose_delete_failed_is_tried_again(private_zk, zkwarden_factory, kazoo_factory):
+    """A stale lock whose delete gets NOAUTH (its `locks` container denies
+    the JobManager delete) is tried again: the pass that could not delete it
+    makes the next one a walk, and once the ACL allows the delete the lock
+    goes. Before, that walk counted as whole and the periodic passes after it
+    read only what the watch saw change (a setACL is no change), so the lock
+    stayed."""
+    from kazoo.security import make_acl
+    client = kazoo_factory(private_zk.hostport)
+    me = "retry-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    cluster = "/flink/r-%s" % uuid.uuid4().hex[:8]
+    make_jobs(client, cluster, 1, 2)
+    locks = checkpoint_locks(cluster, 0, 2)
+    client.set_acls(locks, [make_acl("world", "anyone", read=True, write=True, create=True, admin=True)])
+    ghost = kazoo_factory(private_zk.hostport)
+    stale = "%s/%s" % (locks, uuid.uuid4())
+    ghost.create(stale, forged_tag(me, 0, session=ghost.client_id[0]), ephemeral=True)
+    proxy = sidecar(zkwarden_factory, private_zk, me, ZKWARDEN_SWEEP_INTERVAL_S=1)
+    jm = kazoo_factory(proxy.hostport)
+    jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+              makepath=True)
+    jm.create("%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4()), b"127.0.0.1", ephemeral=True)
+    refused = "cannot delete the stale lock %s" % stale
+    wait_until(lambda: refused in proxy.stderr(), 30, what="the delete refused (NOAUTH)")
+    mark = len(proxy.stderr())
+    wait_until(lambda: sweeps(proxy, mark) >= 2, 20, what="two passes after it")
+    assert proxy.stderr()[mark:].count(refused) >= 2, "the next passes did not try it again"
+    assert client.exists(stale) is not None
+    client.set_acls(locks, [make_acl("world", "anyone", all=True)])
+    wait_until(lambda: client.exists(stale) is None, 10, what="the next pass to delete it")
+    assert proxy.metric("zkwarden_stale_locks_swept_total") == 1
+
+
+def test_stop_while_a_pass_waits_for_a_busy_jobmanager(private_zk, zkwarden_factory, kazoo_factory):
+    """SIGTERM while a pass waits on its timer for a JobManager that always
+    has a request outstanding (one read per 10 ms, nothing of the sweep in
+    flight most of the time): the pass ends with the sidecar, and the
+    sanitizer build (LeakSanitizer on) exits clean. Before, the identity
+    closed the timer under the waiting pass, which was never freed."""
+    import threading
+    from kazoo.exceptions import KazooException
+    client = kazoo_factory(private_zk.hostport)
+    me = "stopbusy-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+    cluster = "/flink/s-%s" % uuid.uuid4().hex[:8]
+    make_jobs(client, cluster, 20, 40)  # some 1,700 nodes: a walk of many seconds at one read per 10 ms
+    proxy = sidecar(zkwarden_factory, private_zk, me, ZKWARDEN_SWEEP_INTERVAL_S=1, ZKWARDEN_SWEEP_WATCH="off")
+    jm = kazoo_factory(proxy.hostport)
+    jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+              makepath=True)
+    jm.create("%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4()), b"127.0.0.1", ephemeral=True)
+    wait_until(lambda: sweeps(proxy) >= 1, 30, what="the first pass")
+    done = threading.Event()
+
+    def busy():
+        while not done.is_set():
+            try:
+                for r in [jm.exists_async(cluster) for _ in range(4)]:
+                    r.get(timeout=5)
+            except (KazooException, OSError):
+                return
+
+    t = threading.Thread(target=busy, daemon=True)
+    t.start()
+    try:
+        reads = proxy.metric("zkwarden_sweep_reads_total")
+        wait_until(lambda: proxy.metric("zkwarden_sweep_reads_total") > reads + 100, 30,
+                   what="a pass reading beside the busy JobManager")
+        assert sweeps(proxy) == 1, "the pass ended before the stop: a bigger tree is needed"
+        problems = proxy.stop()
+        zkwarden_factory.procs.remove(proxy)
+    finally:
+        done.set()
+        t.join(10)
+    assert not problems, problems + [proxy.stderr()[-4000:]]
+
+
+def test_an_overflowed_watch_is_removed(tmp_path, zkwarden_factory, kazoo_factory):
+    """More than 16,384 nodes change in the own tree between two passes: the
+    set of changes is forgotten (the next pass walks) and the sweep's
+    persistent recursive watch is removed in-band (removeWatches, type any),
+    so the rest of the changes stop coming to the JobManager's connection.
+    Before, the watch stayed and every change kept arriving there for
+    nothing. The server's own list (`wchp`) tells."""
+    zk = ZkServer(tmp_path / "zk", four_letter_words="srvr,ruok,stat,wchp")
+    zk.start()
+    try:
+        client = kazoo_factory(zk.hostport)
+        me = "overflow-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
+        cluster = "/flink/o-%s" % uuid.uuid4().hex[:8]
+        make_jobs(client, cluster, 1, 1)
+        proxy = sidecar(zkwarden_factory, zk, me, ZKWARDEN_SWEEP_INTERVAL_S=3600)
+        jm = kazoo_factory(proxy.hostport)
+        jm.create(cluster + "/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True, sequence=True,
+                  makepath=True)
+        jm.create("%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4()), b"127.0.0.1", ephemeral=True)
+
+        def watched():
+            return ("%s\n\t0x%x" % (cluster, jm.client_id[0])) in four_letter(zk.port, "wchp").decode()
+
+        wait_until(lambda: sweeps(proxy) >= 1 and watched(), 30, what="the first pass and its watch")
+        client.ensure_path(cluster + "/bulk")
+        for k in range(17):  # 17,000 creates: past ZKW_SWEEPWATCH_MAX (16,384)
+            t = client.transaction()
+            for i in range(1000):
+                t.create("%s/bulk/n%05d" % (cluster, k * 1000 + i))
+            t.commit()
+        wait_until(lambda: "more than 16384 nodes changed" in proxy.stderr(), 30, what="the overflow")
+        wait_until(lambda: not watched(), 10, what="the watch removed")
+        assert "removeWatches" not in proxy.stderr()  # no failure said
+        assert jm.exists(cluster) is not None  # the JobManager's connection is fine
+    finally:
+        zk.stop()

@@ -241,6 +241,18 @@ static void test_config_errors_name_variable_value_and_rule(void) {
   expect_config_error("ZKWARDEN_LOG_LEVEL", "verbose", "error, warn, info, debug");
   ASSERT_OK_SO_FAR();
   expect_config_error("ZKWARDEN_LOG_FORMAT", "xml", "text or json");
+  ASSERT_OK_SO_FAR();
+  /* More operator trees than a scope keeps beside the learned ones: refused
+   * at start, not dropped later. */
+  expect_config_error("ZKWARDEN_SWEEP_TREES",
+                      "/flink/t1,/flink/t2,/flink/t3,/flink/t4,/flink/t5,/flink/t6,"
+                      "/flink/t7,/flink/t8,/flink/t9",
+                      "at most 8 trees");
+  ASSERT_OK_SO_FAR();
+  set_env(2, "ZKWARDEN_UPSTREAM", "127.0.0.1:2181", "ZKWARDEN_SWEEP_TREES",
+          "/flink/t1,/flink/t2,/flink/t3,/flink/t4,/flink/t5,/flink/t6,/flink/t7,/flink/t8");
+  ASSERT_EQ(zkw_config_load(&cfg, fake_getenv, err, sizeof err), 0);
+  ASSERT_EQ(cfg.sweep_trees.count, 8);
 }
 
 static void test_config_values(void) {

@@ -2,9 +2,14 @@
  * registry record (zkw_record.c): what the JobManager's creates teach,
  * merging into a cluster's tree and never above it, the bound; the record's
  * tree lines and the aging of its dead sessions (issue 30; issue 29 item
- * 10). */
+ * 10); which trees are the own ones at each moment (zkw_idtrees.c): a
+ * record's only while it is creator-only, the current incarnation's before
+ * earlier ones, which retire, the operator's first (issue 30 review). */
 #include <string.h>
 
+#include "zkw_config.h"
+#include "zkw_idstate.h"
+#include "zkw_idtrees.h"
 #include "zkw_record.h"
 #include "zkw_scope.h"
 #include "zkw_test.h"
@@ -80,12 +85,12 @@ static void test_bounded(void) {
   struct zkw_lock_roots roots = roots_of("/flink");
   struct zkw_scope sc = {0};
   char path[64];
-  for (int i = 0; i < ZKW_SCOPE_TREES_MAX; i++) {
+  for (int i = 0; i < ZKW_SCOPE_LEARNED_MAX; i++) {
     snprintf(path, sizeof path, "/flink/c%d/x", i);
     ASSERT_EQ(zkw_scope_learn(&sc, &roots, B(path)), ZKW_SCOPE_CHANGED);
   }
   ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/one-too-many/x")), ZKW_SCOPE_FULL);
-  ASSERT_EQ(sc.count, ZKW_SCOPE_TREES_MAX);
+  ASSERT_EQ(sc.count, ZKW_SCOPE_LEARNED_MAX);
   /* A path of 256 bytes or more is no tree. */
   char longp[300];
   memset(longp, 'a', sizeof longp);
@@ -150,11 +155,142 @@ static void test_dead_sessions_age_out(void) {
   ASSERT_TRUE(!back.dead_sessions[0].observed);
 }
 
+/* ---- zkw_idtrees.c: a fake identity (no registry, no loop) ---- */
+
+static struct zkw_config icfg;
+static struct zkw_server isrv;
+
+static void fresh_identity(struct zkw_identity *id, const char *sweep_trees) {
+  memset(&icfg, 0, sizeof icfg);
+  icfg.lock_roots = roots_of("/flink");
+  if (sweep_trees) icfg.sweep_trees = roots_of(sweep_trees);
+  snprintf(icfg.identity, sizeof icfg.identity, "jm-0");
+  isrv.cfg = &icfg;
+  memset(id, 0, sizeof *id);
+  id->srv = &isrv;
+}
+
+static bool has(const struct zkw_scope *sc, const char *tree) {
+  for (int i = 0; i < sc->count; i++)
+    if (strcmp(sc->tree[i], tree) == 0) return true;
+  return false;
+}
+
+/* Item 1: a record anyone may write names another cluster's tree: not read
+ * (nor carried on) unless the record is creator-only. */
+static void test_record_trees_only_while_creator_only(void) {
+  struct zkw_identity id;
+  fresh_identity(&id, NULL);
+  struct zkw_scope rec = {0}, own;
+  ASSERT_EQ(zkw_scope_add(&rec, &icfg.lock_roots, "/flink/other-cluster"), ZKW_SCOPE_CHANGED);
+  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec)); /* the record holds what this instance writes */
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, 0); /* not yet known creator-only */
+  id.record_restricted = true;
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
+  ASSERT_TRUE(!zkw_idtrees_distrust(&id)); /* creator-only: kept */
+  id.record_restricted = false;            /* a world ACL found */
+  ASSERT_TRUE(zkw_idtrees_distrust(&id));
+  ASSERT_TRUE(id.rec_trees_warned);
+  ASSERT_TRUE(!zkw_idtrees_distrust(&id)); /* nothing left: said once */
+  id.record_restricted = true;
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_EQ(own.count, 0);
+  zkw_idtrees_for_record(&id, &own);
+  ASSERT_EQ(own.count, 0); /* no write carries it on */
+}
+
+/* Item 2: after a cluster-id change the old tree serves the new
+ * incarnation's first walk, then retires; the record keeps the new one. */
+static void test_current_incarnation_replaces_earlier_trees(void) {
+  struct zkw_identity id;
+  fresh_identity(&id, NULL);
+  struct zkw_scope own;
+  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/old/leader/latch/_c_a-latch-1")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/old/jobs/j/locks/u")), ZKW_SCOPE_CHANGED);
+  ASSERT_STREQ(id.scope.tree[0], "/flink/old");
+  /* Incarnation 2 walks before it learned anything: nothing retires. */
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &own), 0);
+  ASSERT_EQ(zkw_idtrees_learn(&id, 2, B("/flink/new/leader/latch/_c_b-latch-1")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(id.scope.count, 1);
+  ASSERT_STREQ(id.scope.tree[0], "/flink/new/leader/latch");
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_EQ(own.count, 2);
+  ASSERT_STREQ(own.tree[0], "/flink/new/leader/latch"); /* the current incarnation's first */
+  ASSERT_TRUE(has(&own, "/flink/old"));
+  /* A walk of the new tree alone retires nothing; one of both, the old. */
+  struct zkw_scope part = {0};
+  ASSERT_EQ(zkw_scope_add(&part, &icfg.lock_roots, "/flink/new/leader/latch"), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &part), 0);
+  ASSERT_EQ(zkw_idtrees_walked(&id, 1, &own), 0); /* not the incarnation that learned */
+  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &own), 1);
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_EQ(own.count, 1);
+  zkw_idtrees_for_record(&id, &own);
+  ASSERT_EQ(own.count, 1);
+  ASSERT_STREQ(own.tree[0], "/flink/new/leader/latch");
+  /* A restarted sidecar reads its record back: nothing new, nothing due. */
+  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &own));
+  ASSERT_EQ(id.rec_trees.count, 0);
+}
+
+/* Item 2: a record full of old trees never crowds out the real one. */
+static void test_old_trees_never_crowd_out_the_current_one(void) {
+  struct zkw_identity id;
+  fresh_identity(&id, NULL);
+  id.record_restricted = true;
+  struct zkw_scope rec = {0}, own;
+  char t[64];
+  for (int i = 0; i < ZKW_SCOPE_TREES_MAX; i++) {
+    snprintf(t, sizeof t, "/flink/gone-%d", i);
+    ASSERT_EQ(zkw_scope_add(&rec, &icfg.lock_roots, t), ZKW_SCOPE_CHANGED);
+  }
+  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec));
+  ASSERT_EQ(zkw_idtrees_learn(&id, 9, B("/flink/real/leader/latch/_c_c-latch-1")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 1); /* one old tree has no room */
+  ASSERT_STREQ(own.tree[0], "/flink/real/leader/latch");
+  /* The walk retires the old ones, walked or without room. */
+  ASSERT_EQ(zkw_idtrees_walked(&id, 9, &own), ZKW_SCOPE_TREES_MAX);
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, 1);
+  ASSERT_TRUE(zkw_idtrees_loaded(&id, &rec)); /* the old record is due a write */
+}
+
+/* Item 2: past the learned bound, naming the tree left out makes it read. */
+static void test_operator_trees_make_room(void) {
+  struct zkw_identity id;
+  fresh_identity(&id, NULL);
+  char p[64];
+  for (int i = 0; i < ZKW_SCOPE_LEARNED_MAX; i++) {
+    snprintf(p, sizeof p, "/flink/c%d/x", i);
+    ASSERT_EQ(zkw_idtrees_learn(&id, 1, B(p)), ZKW_SCOPE_CHANGED);
+  }
+  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/ninth/x")), ZKW_SCOPE_FULL);
+  /* The operator names it (the sidecar restarts with it). */
+  struct zkw_scope own;
+  fresh_identity(&id, "/flink/ninth");
+  for (int i = 0; i < ZKW_SCOPE_LEARNED_MAX; i++) {
+    snprintf(p, sizeof p, "/flink/c%d/x", i);
+    ASSERT_EQ(zkw_idtrees_learn(&id, 2, B(p)), ZKW_SCOPE_CHANGED);
+  }
+  ASSERT_EQ(zkw_idtrees_learn(&id, 2, B("/flink/ninth/x")), ZKW_SCOPE_SAME); /* covered: no room taken */
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, ZKW_SCOPE_LEARNED_MAX + 1);
+  ASSERT_STREQ(own.tree[0], "/flink/ninth");
+  ASSERT_TRUE(has(&own, "/flink/c7"));
+}
+
 int main(void) {
   RUN(test_a_flink_cluster_is_one_tree);
   RUN(test_what_is_not_learned);
   RUN(test_bounded);
   RUN(test_record_keeps_the_trees);
   RUN(test_dead_sessions_age_out);
+  RUN(test_record_trees_only_while_creator_only);
+  RUN(test_current_incarnation_replaces_earlier_trees);
+  RUN(test_old_trees_never_crowd_out_the_current_one);
+  RUN(test_operator_trees_make_room);
   return zkw_test_summary("scope");
 }

@@ -1,0 +1,155 @@
+/* zkw_idtrees.c: the identity's own trees at each moment and the record's
+ * (see zkw_idtrees.h): precedence, trust, the current incarnation's trees
+ * replacing earlier ones, the zkwarden_own_trees gauge. */
+#include "zkw_idtrees.h"
+
+#include <string.h>
+
+#include "zkw_config.h"
+#include "zkw_idstate.h"
+#include "zkw_log.h"
+#include "zkw_metrics.h"
+
+_Static_assert(ZKW_SWEEP_TREES_MAX + ZKW_SCOPE_LEARNED_MAX <= ZKW_SCOPE_TREES_MAX,
+               "a scope holds the operator's trees beside the learned ones");
+
+static const struct zkw_lock_roots *roots_of(const struct zkw_identity *id) {
+  return &id->srv->cfg->lock_roots;
+}
+
+/* Adds each tree of from to out; returns how many found no room. */
+static int add_all(struct zkw_scope *out, const struct zkw_lock_roots *roots, const struct zkw_scope *from) {
+  int left = 0;
+  for (int i = 0; i < from->count; i++)
+    if (zkw_scope_add(out, roots, from->tree[i]) == ZKW_SCOPE_FULL) left++;
+  return left;
+}
+
+/* The operator's trees, as a scope. */
+static void operator_trees(const struct zkw_identity *id, struct zkw_scope *out) {
+  const struct zkw_config *cfg = id->srv->cfg;
+  out->count = 0;
+  for (int i = 0; i < cfg->sweep_trees.count; i++)
+    (void)zkw_scope_add(out, &cfg->lock_roots, cfg->sweep_trees.root[i]); /* checked at parse: fits */
+}
+
+/* zkwarden_own_trees. */
+static void count(const struct zkw_identity *id) {
+  struct zkw_scope all;
+  (void)zkw_identity_own_trees(id, &all); /* the gauge counts what is read */
+  ZKW_METRIC_SET(own_trees, (int64_t)all.count);
+}
+
+int zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out) {
+  operator_trees(id, out);
+  int left = add_all(out, roots_of(id), &id->scope);
+  left += add_all(out, roots_of(id), &id->prev_trees);
+  if (id->record_restricted) left += add_all(out, roots_of(id), &id->rec_trees);
+  return left;
+}
+
+void zkw_idtrees_for_record(const struct zkw_identity *id, struct zkw_scope *out) {
+  out->count = 0;
+  (void)add_all(out, roots_of(id), &id->scope);      /* at most ZKW_SCOPE_LEARNED_MAX: fits */
+  (void)add_all(out, roots_of(id), &id->prev_trees); /* the rest: retired first, the oldest */
+  (void)add_all(out, roots_of(id), &id->rec_trees);
+}
+
+static bool same_trees(const struct zkw_scope *a, const struct zkw_scope *b) {
+  if (a->count != b->count) return false;
+  for (int i = 0; i < a->count; i++)
+    if (strcmp(a->tree[i], b->tree[i]) != 0) return false;
+  return true;
+}
+
+bool zkw_idtrees_loaded(struct zkw_identity *id, const struct zkw_scope *trees) {
+  id->rec_trees.count = 0;
+  for (int i = 0; i < trees->count; i++) {
+    const char *t = trees->tree[i];
+    size_t n = strlen(t);
+    if (zkw_scope_covers(&id->scope, t, n) || zkw_scope_covers(&id->prev_trees, t, n))
+      continue; /* this instance's own, written before */
+    enum zkw_scope_change c = zkw_scope_add(&id->rec_trees, roots_of(id), t);
+    if (c == ZKW_SCOPE_REFUSED)
+      zkw_log_warn("identity %s: the registry record's tree %s is not below a lock root: ignored",
+                   zkw_identity_name(id), t);
+  }
+  count(id);
+  struct zkw_scope written;
+  zkw_idtrees_for_record(id, &written);
+  return !same_trees(&written, trees);
+}
+
+enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path) {
+  /* Below an operator's tree: read anyway, nothing to learn. */
+  struct zkw_scope op;
+  operator_trees(id, &op);
+  size_t parent = path.len > 0 ? (size_t)path.len : 0;
+  while (parent > 1 && path.p[parent - 1] != '/')
+    parent--;
+  if (parent > 1 && zkw_scope_covers(&op, (const char *)path.p, parent - 1)) return ZKW_SCOPE_SAME;
+  struct zkw_scope learned = id->scope_inc == current ? id->scope : (struct zkw_scope){0};
+  enum zkw_scope_change c = zkw_scope_learn(&learned, roots_of(id), path);
+  if (c != ZKW_SCOPE_CHANGED) return c;
+  if (id->scope_inc != current) {
+    /* The current incarnation's first tree: the last one's join the
+     * earlier ones (first: the newest), which serve until a walk. */
+    struct zkw_scope earlier = id->scope;
+    (void)add_all(&earlier, roots_of(id), &id->prev_trees);
+    id->prev_trees = earlier;
+    id->scope_inc = current;
+    id->scope_full_logged = false;
+  }
+  id->scope = learned;
+  count(id);
+  return c;
+}
+
+/* Drops the trees of sc that a retire test picks; returns how many. */
+static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, const struct zkw_scope *serving) {
+  int kept = 0, gone = 0;
+  for (int i = 0; i < sc->count; i++) {
+    size_t n = strlen(sc->tree[i]);
+    /* Kept only while it serves and was not walked (it became usable
+     * during the walk). */
+    if (zkw_scope_covers(serving, sc->tree[i], n) && !zkw_scope_covers(walked, sc->tree[i], n)) {
+      if (kept != i) memcpy(sc->tree[kept], sc->tree[i], ZKW_SCOPE_PATH_MAX);
+      kept++;
+    } else {
+      gone++;
+    }
+  }
+  sc->count = kept;
+  return gone;
+}
+
+int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked) {
+  if (incarnation == 0 || id->scope_inc != incarnation || id->scope.count == 0) return 0;
+  struct zkw_scope serving;
+  (void)zkw_identity_own_trees(id, &serving);
+  int gone = retire(&id->prev_trees, walked, &serving) + retire(&id->rec_trees, walked, &serving);
+  if (gone) count(id);
+  return gone;
+}
+
+bool zkw_idtrees_distrust(struct zkw_identity *id) {
+  if (id->record_restricted || id->rec_trees.count == 0) return false;
+  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
+  zkw_scope_format(&id->rec_trees, trees, sizeof trees);
+  if (id->rec_trees_warned) {
+    zkw_log_info(
+        "identity %s: registry record %s is still not creator-only: its trees %s are forgotten again",
+        zkw_identity_name(id), id->node, trees);
+  } else {
+    zkw_log_warn(
+        "identity %s: the trees %s read from registry record %s are not read by the sweep or the lock "
+        "report, and are forgotten: the record is not creator-only (%s), so anyone could have "
+        "written them. The trees the JobManager's creates show, and ZKWARDEN_SWEEP_TREES, are read",
+        zkw_identity_name(id), trees, id->node,
+        id->srv->cfg->registry_auth[0] ? "it has a world ACL" : "ZKWARDEN_REGISTRY_AUTH is unset");
+    id->rec_trees_warned = true;
+  }
+  id->rec_trees.count = 0;
+  count(id);
+  return true;
+}

@@ -1,0 +1,58 @@
+/* zkw_idtrees.h: which trees are the identity's own (zkw_scope.h) at each
+ * moment, for the sweep and the lock report, and which the registry record
+ * keeps (zkw_idtrees.c).
+ *
+ * In precedence: the operator's (ZKWARDEN_SWEEP_TREES: always read, never
+ * dropped; what the JobManager creates below them is not learned and takes
+ * no room); the current incarnation's, learned from its creates in this
+ * process; and those of earlier incarnations: learned here before the
+ * current one began (trusted), or read from the registry record (used only
+ * while the record is creator-only: anyone may write a record with a world
+ * ACL, and a forged tree=/flink/other-cluster would have the sweep read
+ * another cluster). Earlier incarnations' trees serve until the current
+ * incarnation has learned a tree of its own and a pass of it walked the
+ * older ones whole (its stale locks lie there): then they are retired, and
+ * the record keeps the current incarnation's alone. So a cluster-id change
+ * leaves no tree behind for good, and the current incarnation's trees
+ * always have room.
+ *
+ * A leaf under zkw_registry.c and zkw_regacl.c: no I/O, it calls neither
+ * (they write the record when a function here says it changed). */
+#ifndef ZKW_IDTREES_H
+#define ZKW_IDTREES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zkw_scope.h"
+#include "zkw_wire.h"
+
+struct zkw_identity;
+
+/* The own trees now, in precedence. Returns how many trees of earlier
+ * incarnations found no room (ZKW_SCOPE_TREES_MAX; the operator's and the
+ * current incarnation's always fit). */
+int zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out);
+/* What a record write carries: the current incarnation's trees, then the
+ * earlier ones not yet retired (the operator's are configuration). */
+void zkw_idtrees_for_record(const struct zkw_identity *id, struct zkw_scope *out);
+/* The record was read with these trees: those below a lock root that this
+ * instance does not already hold become the record's. Returns true if the
+ * record lacks what this instance writes (a write is due). */
+bool zkw_idtrees_loaded(struct zkw_identity *id, const struct zkw_scope *trees);
+/* The JobManager of the current incarnation (`current`) created an
+ * ephemeral at path: its parent joins the current incarnation's trees,
+ * unless an operator's tree covers it. The first tree of a new incarnation
+ * moves the last one's to the earlier ones. */
+enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path);
+/* A pass of incarnation `incarnation` (the current one) walked `walked`
+ * whole: if the current incarnation has learned a tree, the earlier trees it
+ * walked, and those that no longer serve (no room, an untrusted record's),
+ * are retired. Returns the number retired (a write is due when > 0). */
+int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked);
+/* The record node is not creator-only (zkw_regacl.c's pass): its trees are
+ * not used, and are forgotten (so that no write carries them on), said once
+ * at warn. Returns true if any were forgotten (a write is due). */
+bool zkw_idtrees_distrust(struct zkw_identity *id);
+
+#endif
