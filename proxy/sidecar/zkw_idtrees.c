@@ -87,10 +87,10 @@ enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t curren
   size_t parent = path.len > 0 ? (size_t)path.len : 0;
   while (parent > 1 && path.p[parent - 1] != '/')
     parent--;
-  if (parent > 1 && zkw_scope_covers(&op, (const char *)path.p, parent - 1)) return ZKW_SCOPE_SAME;
+  bool under_op = parent > 1 && zkw_scope_covers(&op, (const char *)path.p, parent - 1);
   struct zkw_scope learned = id->scope_inc == current ? id->scope : (struct zkw_scope){0};
-  enum zkw_scope_change c = zkw_scope_learn(&learned, roots_of(id), path);
-  if (c != ZKW_SCOPE_CHANGED) return c;
+  enum zkw_scope_change c = under_op ? ZKW_SCOPE_SAME : zkw_scope_learn(&learned, roots_of(id), path);
+  if (c != ZKW_SCOPE_CHANGED && (c != ZKW_SCOPE_SAME || !under_op || id->scope_inc == current)) return c;
   if (id->scope_inc != current) {
     /* The current incarnation's first tree: the last one's join the
      * earlier ones (first: the newest), which serve until a walk. */
@@ -100,7 +100,7 @@ enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t curren
     id->scope_inc = current;
     id->scope_full_logged = false;
   }
-  id->scope = learned;
+  id->scope = learned; /* under an operator's tree: none learned, the incarnation begun all the same */
   count(id);
   return c;
 }
@@ -124,12 +124,24 @@ static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, const st
 }
 
 int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked) {
-  if (incarnation == 0 || id->scope_inc != incarnation || id->scope.count == 0) return 0;
+  if (incarnation == 0 || id->scope_inc != incarnation) return 0;
+  struct zkw_scope op;
+  operator_trees(id, &op);
+  if (id->scope.count == 0 && op.count == 0) return 0; /* the incarnation's own trees are not known yet */
   struct zkw_scope serving;
   (void)zkw_identity_own_trees(id, &serving);
   int gone = retire(&id->prev_trees, walked, &serving) + retire(&id->rec_trees, walked, &serving);
   if (gone) count(id);
   return gone;
+}
+
+bool zkw_idtrees_forget_record(struct zkw_identity *id) {
+  if (id->rec_trees.count == 0) return false;
+  zkw_log_info("identity %s: registry record %s is gone: the trees read from it are forgotten",
+               zkw_identity_name(id), id->node);
+  id->rec_trees.count = 0;
+  count(id);
+  return true;
 }
 
 bool zkw_idtrees_distrust(struct zkw_identity *id) {

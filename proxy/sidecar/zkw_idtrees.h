@@ -54,5 +54,8 @@ int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const stru
  * not used, and are forgotten (so that no write carries them on), said once
  * at warn. Returns true if any were forgotten (a write is due). */
 bool zkw_idtrees_distrust(struct zkw_identity *id);
+/* The record read is gone when its ACL is checked: its trees, whoever wrote
+ * them, are forgotten. Returns true when there were any. */
+bool zkw_idtrees_forget_record(struct zkw_identity *id);
 
 #endif

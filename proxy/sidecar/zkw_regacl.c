@@ -108,6 +108,8 @@ static void acl_got(void *arg, const struct zkw_zk_result *r) {
     id->record_restricted = id->srv->cfg->registry_auth[0] && (r->rc == ZNONODE || !r->acl_world);
     if (r->rc == ZOK && r->acl_world && id->srv->cfg->registry_auth[0]) distrust_record(id);
     if (zkw_idtrees_distrust(id)) id->scope_dirty = true; /* not creator-only: its trees are not read */
+    if (r->rc == ZNONODE && zkw_idtrees_forget_record(id))
+      id->scope_dirty = true; /* the record read is gone: whoever wrote it, its trees are not read */
   }
   if (r->rc == ZOK && r->acl_world && id->srv->cfg->registry_auth[0]) {
     int rc = zkw_zk_set_acl_creator(id->zk, acl_node(id), r->stat.aversion, acl_set, id);

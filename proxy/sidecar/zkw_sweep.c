@@ -78,6 +78,7 @@ struct sweep {
   int inflight;
   bool capped;
   bool failed; /* a read failed: the next pass walks */
+  bool whole;  /* a walk (not a change pass) read every tree whole */
   uint64_t t0_ms, last_send_ms;
   struct zkw_sweep_batch batch;
 };
@@ -355,8 +356,7 @@ static void walk_done(struct sweep *sw) {
      * last pass's frontier, which began the same way). */
     sweeper.walked = whole;
     sweeper.walked_basis = sw->basis;
-    /* Earlier incarnations' trees, walked once by this one, retire. */
-    if (whole) zkw_registry_trees_walked(sw->id, sw->basis.incarnation, &sw->basis.trees);
+    sw->whole = whole;
   } else if (!whole) {
     sweeper.walked = false;
   }
@@ -376,6 +376,11 @@ static void pass_end(struct zkw_sweep_batch *b) {
    * short) is found again only by a walk: what changed since would not
    * name it. */
   if (b->retry || b->next < b->nfound) sweeper.walked = false;
+  /* Earlier incarnations' trees retire once this incarnation walked them
+   * whole and every candidate found there went (else the next walk reads
+   * them again). */
+  else if (sw->whole && !lost)
+    zkw_registry_trees_walked(id, sw->basis.incarnation, &sw->basis.trees);
   ZKW_METRIC_SET(sweep_last_reads, (int64_t)sw->visited);
   if (sw->changes)
     ZKW_METRIC_INC(sweep_change_passes);

@@ -331,7 +331,9 @@ int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watch
 void zkw_sweepwatch_on_request(const struct zkw_session *s, const struct zkw_request *req) {
   if (!w.conn || s->conn != w.conn || req->op.path.len <= 0) return;
   bool touches = req->type == ZKW_OP_ADD_WATCH || req->type == ZKW_OP_REMOVE_WATCHES ||
-                 ((req->type == ZKW_OP_EXISTS || req->type == ZKW_OP_GET_DATA) && req->op.watch);
+                 ((req->type == ZKW_OP_EXISTS || req->type == ZKW_OP_GET_DATA ||
+                   req->type == ZKW_OP_GET_CHILDREN || req->type == ZKW_OP_GET_CHILDREN2) &&
+                  req->op.watch);
   if (!touches) return;
   for (int i = 0; i < w.asked.count; i++)
     if ((size_t)req->op.path.len == strlen(w.asked.tree[i]) &&

@@ -282,6 +282,23 @@ static void test_operator_trees_make_room(void) {
   ASSERT_TRUE(has(&own, "/flink/c7"));
 }
 
+/* A new incarnation whose creates all fall under an operator's tree still
+ * retires the old learned trees once it walked them (a cluster-id change
+ * with ZKWARDEN_SWEEP_TREES naming the new tree). */
+static void test_operator_tree_begins_the_incarnation(void) {
+  struct zkw_identity id;
+  fresh_identity(&id, "/flink/new");
+  struct zkw_scope own;
+  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/old/leader/latch/_c_a-latch-1")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_idtrees_learn(&id, 2, B("/flink/new/leader/latch/_c_b-latch-1")), ZKW_SCOPE_SAME);
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/new") && has(&own, "/flink/old/leader/latch"));
+  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &own), 1);
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_EQ(own.count, 1);
+  ASSERT_STREQ(own.tree[0], "/flink/new");
+}
+
 int main(void) {
   RUN(test_a_flink_cluster_is_one_tree);
   RUN(test_what_is_not_learned);
@@ -292,5 +309,6 @@ int main(void) {
   RUN(test_current_incarnation_replaces_earlier_trees);
   RUN(test_old_trees_never_crowd_out_the_current_one);
   RUN(test_operator_trees_make_room);
+  RUN(test_operator_tree_begins_the_incarnation);
   return zkw_test_summary("scope");
 }
