@@ -168,14 +168,14 @@ static int flush_held(struct zkw_session *s, bool may_withhold, zkw_replies_answ
     size_t flen = 4 + (size_t)zkw_load_be32(frame);
     off += HELD_HEADER + flen;
     struct zkw_reply rep;
-    if (lost && (pflags & ZKW_PENDING_BARRIER)) {
-      if (zkw_decode_reply(frame + 4, flen - 4, op, &rep) || lost(s, rep.xid, op, pflags)) {
+    int v = decode(s, frame, flen - 4, op, &rep); /* decoded as it came: not reached */
+    if (!v && lost && (pflags & ZKW_PENDING_BARRIER)) {
+      if (lost(s, rep.xid, op, pflags)) {
         rc = -1;
         break;
       }
       continue;
     }
-    int v = decode(s, frame, flen - 4, op, &rep); /* decoded as it came: not reached */
     if (!v) v = verdict(s, &rep, frame, flen, op, pflags, may_withhold);
     if (v < 0) {
       if (v == ZKW_E_NOSPACE) {
