@@ -1,7 +1,8 @@
 /* zkw_lockscli.c: `zkwarden locks [--json] [--all] [--reclaim [--dry-run]]`.
  *
  * Walks the identity's own trees (those its sweep reads: the trees in the
- * registry record of ZKWARDEN_IDENTITY, and ZKWARDEN_SWEEP_TREES), or with
+ * registry record of ZKWARDEN_IDENTITY when the record is creator-only, and
+ * ZKWARDEN_SWEEP_TREES), or with
  * --all every ZKWARDEN_LOCK_ROOTS. Reads the ensemble directly (ZKWARDEN_UPSTREAM, with
  * ZKWARDEN_REGISTRY_AUTH where set: the daemon's configuration) through its own zkw_zk session on its own
  * loop, prints the lock report (zkw_locks.h), and with --reclaim deletes the stale locks under the sweep's
@@ -48,6 +49,8 @@ struct cli {
   int inflight; /* rereads and deletes */
   size_t deleted, skipped;
   bool first_result;
+  char node[600];      /* the identity's registry record */
+  bool record_trusted; /* creator-only: its trees are read (as the sidecar's sweep reads them) */
 };
 
 static void cli_finish(struct cli *c, int status) {
@@ -220,8 +223,14 @@ static void record_read(void *arg, const struct zkw_zk_result *r) {
   struct zkw_record rec;
   struct zkw_scope trees = {0};
   if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) {
-    for (int i = 0; i < rec.trees.count; i++)
+    for (int i = 0; c->record_trusted && i < rec.trees.count; i++)
       (void)zkw_scope_add(&trees, &c->cfg->lock_roots, rec.trees.tree[i]);
+    if (!c->record_trusted && rec.trees.count)
+      fprintf(stderr,
+              "zkwarden locks: the trees in the registry record of %s are not read: the record is not "
+              "creator-only (%s), so anyone could have written them; ZKWARDEN_SWEEP_TREES names them\n",
+              c->cfg->identity,
+              c->cfg->registry_auth[0] ? "it has a world ACL" : "ZKWARDEN_REGISTRY_AUTH is unset");
   } else if (r->rc != ZNONODE) {
     fprintf(stderr, "zkwarden locks: cannot read the registry record of %s (%s): its own trees are unknown\n",
             c->cfg->identity, r->rc == ZOK ? "corrupt" : zkw_zk_error(r->rc));
@@ -239,14 +248,28 @@ static void record_read(void *arg, const struct zkw_zk_result *r) {
   walk_roots(c, &roots);
 }
 
+static int read_record(struct cli *c) {
+  return zkw_zk_get(c->zk, c->node, false, record_read, c) != ZOK;
+}
+
+static void acl_read(void *arg, const struct zkw_zk_result *r) {
+  struct cli *c = arg;
+  c->record_trusted = r->rc == ZOK && !r->acl_world;
+  if (read_record(c)) {
+    fprintf(stderr, "zkwarden locks: cannot read the ensemble\n");
+    cli_finish(c, 1);
+  }
+}
+
 static void synced(void *arg, const struct zkw_zk_result *r) {
   struct cli *c = arg;
   (void)r; /* a failed sync only means the reads may lag a little */
   if (c->all) return walk_roots(c, &c->cfg->lock_roots);
-  char node[600];
-  snprintf(node, sizeof node, "%s/identities/%s",
+  snprintf(c->node, sizeof c->node, "%s/identities/%s",
            strcmp(c->cfg->registry_root, "/") ? c->cfg->registry_root : "", c->cfg->identity);
-  if (zkw_zk_get(c->zk, node, false, record_read, c) != ZOK) {
+  /* The record's trees count only while the record is creator-only, as for
+   * the sidecar (zkw_regacl.c): its ACL first, then the record. */
+  if (c->cfg->registry_auth[0] ? zkw_zk_get_acl(c->zk, c->node, acl_read, c) != ZOK : read_record(c)) {
     fprintf(stderr, "zkwarden locks: cannot read the ensemble\n");
     cli_finish(c, 1);
   }

@@ -25,6 +25,7 @@ zk_packets_received) is the measure of what the sweep costs the ensemble.
 import json
 import os
 import re
+import subprocess
 import time
 import uuid
 
@@ -33,7 +34,7 @@ from kazoo.exceptions import NotEmptyError
 
 from checkpoints import forged_tag
 from test_zombies import ZombieZk, crashed_jm
-from zkharness import ZkServer, four_letter, wait_until
+from zkharness import ZkServer, default_zkwarden_bin, four_letter, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
@@ -318,6 +319,18 @@ def test_a_forged_tree_in_a_record_anyone_may_write_is_not_read(private_zk, zkwa
     mark = len(proxy.stderr())
     data, _ = client.get(node)
     client.set(node, data.replace(b"\ntree=", b"\ntree=%s\ntree=" % other.encode(), 1))
+    # `zkwarden locks` takes the record's trees under the same rule.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
+    env.update({"ZKWARDEN_UPSTREAM": private_zk.hostport, "ZKWARDEN_IDENTITY": me})
+    cli = subprocess.run([default_zkwarden_bin(), "locks", "--json"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert "the record is not creator-only (ZKWARDEN_REGISTRY_AUTH is unset)" in cli.stderr, cli.stderr
+    assert bait not in cli.stdout and other not in cli.stdout, cli.stdout
+    env["ZKWARDEN_SWEEP_TREES"] = cluster  # named by the operator: read
+    cli = subprocess.run([default_zkwarden_bin(), "locks", "--json"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert cli.returncode == 0 and cluster in cli.stdout and other not in cli.stdout, (cli.stdout, cli.stderr)
     proxy.start()
     wait_until(lambda: ready(proxy) and jm.connected and proxy.metric("zkwarden_sessions_active") == 1, 20,
                what="the JobManager back through the sidecar")
