@@ -254,8 +254,8 @@ struct zkw_histogram {
     "Sweep passes stopped at ZKWARDEN_SWEEP_MAX_NODES (the next pass goes on from there); each is logged "   \
     "at warn and shown in /v1/reclaims as sweep_incomplete.")                                                \
   X(own_trees, GAUGE, NONE, "zkwarden_own_trees",                                                            \
-    "This identity's own trees, which the sweep and the lock report read (learned from the JobManager's "    \
-    "creates, and ZKWARDEN_SWEEP_TREES).")                                                                   \
+    "This identity's own trees, which the sweep and the lock report read (ZKWARDEN_SWEEP_TREES, the trees "  \
+    "its JobManager's creates show, and a creator-only registry record's).")                                 \
   X(zombies_unproven, COUNTER, NONE, "zkwarden_zombies_unproven_total",                                      \
     "Ephemerals whose owner the registry record lists as dead but zkwarden could not prove dead (record "    \
     "writable by anyone, the session attached or current): never deleted, each logged once.")                \
