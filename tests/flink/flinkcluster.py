@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "tests" / "drills"))
 
 import procs  # noqa: E402  (process registry, zkwarden sidecars)
 import zkharness  # noqa: E402  (ZooKeeper servers, free ports, polling)
+from drill import Inspector  # noqa: E402  (a kazoo session straight to the servers)
 from zkharness import HOST, free_port, tail, wait_until  # noqa: E402,F401
 
 # Each release line at its newest patch release, as pinned by the profiles of
@@ -499,31 +500,13 @@ class FlinkCluster:
 
 # ---------------------------------------------------------------- what is left
 
-class Tree:
+class Tree(Inspector):
     """The ZooKeeper tree of one cluster, read by our own kazoo session straight
-    to the servers (never through zkwarden)."""
-
-    def __init__(self, connect):
-        from kazoo.client import KazooClient
-        self.zk = KazooClient(hosts=connect, timeout=15.0)
-        self.zk.start(timeout=30)
-
-    def close(self):
-        try:
-            self.zk.stop()
-            self.zk.close()
-        except Exception:
-            pass
-
-    def children(self, path):
-        from kazoo.exceptions import NoNodeError
-        try:
-            return self.zk.get_children(path)
-        except NoNodeError:
-            return []
+    to the servers (never through zkwarden): the drill's inspector, with the
+    paths of Flink's own layout."""
 
     def exists(self, path):
-        return self.zk.exists(path) is not None
+        return self.stat(path) is not None
 
     def checkpoint_ids(self, root, job):
         self.zk.sync(root)
@@ -538,11 +521,7 @@ class Tree:
         """[(lock path, ephemeralOwner)] on every checkpoint of a job."""
         out = []
         for cid in self.checkpoint_ids(root, job):
-            base = "%s/jobs/%s/checkpoints/%019d/locks" % (root, job, cid)
-            for c in self.children(base):
-                st = self.zk.exists(base + "/" + c)
-                if st is not None:
-                    out.append((base + "/" + c, st.ephemeralOwner))
+            out += self.locks_of("%s/jobs/%s/checkpoints/%019d" % (root, job, cid), "1.15")
         return out
 
 
