@@ -1,6 +1,7 @@
 /* main.c: command line, configuration and the event loop of the zkwarden
  * daemon: it wires the relay (zkw_server) to the sidecar policy
- * (zkw_sidecar_hooks) and the operations (zkw_admin), and owns SIGTERM and
+ * (zkw_sidecar_hooks) and the operations (zkw_admin), the hand-over between
+ * zkwarden processes (zkw_keeperlink, zkw_takeover), and owns SIGTERM and
  * SIGINT. */
 #include <signal.h>
 #include <stdio.h>
@@ -13,11 +14,13 @@
 #include "zkw_config.h"
 #include "zkw_fault.h"
 #include "zkw_history.h"
+#include "zkw_keeperlink.h"
 #include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_server.h"
 #include "zkw_sidecar.h"
+#include "zkw_takeover.h"
 #include "zkw_tls.h"
 
 static const char *env(const char *name) {
@@ -28,14 +31,48 @@ static struct zkw_server srv;
 static struct zkw_identity identity;
 static uv_signal_t sig_term, sig_int;
 
-/* SIGTERM/SIGINT: stop serving; the loop ends once every session is gone.
- * The signal handles do not keep the loop alive (closed after it ends). */
-static void on_signal(uv_signal_t *h, int signum) {
-  (void)h;
-  zkw_log_info("received %s: closing %llu connection(s) and exiting",
-               signum == SIGTERM ? "SIGTERM" : "SIGINT", (unsigned long long)srv.session_count);
+/* Stop serving (SIGTERM, SIGINT, or the keeper's STOP); the loop ends once
+ * every session is gone. */
+static void link_stop(void *arg, const char *why) {
+  (void)arg;
+  zkw_log_info("%s: closing %llu connection(s) and exiting", why, (unsigned long long)srv.session_count);
   zkw_admin_stop();
   zkw_server_stop(&srv);
+}
+
+/* The hand-over (zkw_keeperlink.h), until the journal lands: stop taking
+ * connections and admin requests (the keeper or the successor keeps the
+ * listening sockets); the sessions are not drained or recorded yet, so the
+ * successor closes the connections it inherits and their clients reconnect. */
+static void link_quiesce(void *arg, void (*done)(int status)) {
+  (void)arg;
+  zkw_server_stop_accepting(&srv);
+  zkw_admin_stop();
+  done(0);
+}
+
+/* The successor has the sockets: end without a word to the clients. */
+static void link_handed_over(void *arg) {
+  (void)arg;
+  zkw_log_info("handed over: exiting (the keeper or the successor holds the %llu connection(s))",
+               (unsigned long long)srv.session_count);
+  zkw_admin_stop();
+  zkw_server_stop(&srv);
+}
+
+static const struct zkw_keeperlink_ops link_ops = {NULL, link_quiesce, link_handed_over, link_stop};
+
+/* SIGTERM/SIGINT. With a keeper, SIGTERM is this process's own end (a
+ * container restart, an upgrade): the keeper keeps the connections for the
+ * next one. The signal handles do not keep the loop alive (closed after it
+ * ends). */
+static void on_signal(uv_signal_t *h, int signum) {
+  (void)h;
+  if (signum == SIGTERM && zkw_keeperlink_mode() == ZKW_LINK_KEEPER && !zkw_keeperlink_ending()) {
+    zkw_log_info("received SIGTERM: handing the connections back to the keeper and exiting");
+    if (zkw_keeperlink_quiesce()) return;
+  }
+  zkw_keeperlink_run_stop(signum == SIGTERM ? "received SIGTERM" : "received SIGINT");
 }
 
 static void signals_start(uv_loop_t *loop) {
@@ -61,15 +98,21 @@ static void finish_sessions(void *id) {
 }
 
 static void usage(FILE *out) {
-  fprintf(out, "usage: zkwarden [--check-config | --list-config | --list-metrics | --help | --version]\n"
-               "       zkwarden locks [--json] [--reclaim [--dry-run]]   (zkwarden locks --help)\n"
-               "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
+  fprintf(
+      out,
+      "usage: zkwarden [--takeover | --check-config | --list-config | --list-metrics | --help | --version]\n"
+      "       zkwarden locks [--json] [--reclaim [--dry-run]]   (zkwarden locks --help)\n"
+      "       zkwarden upgrade   (restart the running zkwarden onto the binary on disk)\n"
+      "--takeover: start as the successor of the running zkwarden (the same environment), which\n"
+      "hands over its listening sockets and connections and exits.\n"
+      "A ZooKeeper proxy sidecar for Flink JobManagers; configured by environment.\n\n");
   zkw_config_help(out);
 }
 
 int main(int argc, char **argv) {
-  bool check_only = false;
+  bool check_only = false, takeover = false;
   if (argc > 1 && strcmp(argv[1], "locks") == 0) return zkw_locks_cli(argc - 2, argv + 2);
+  if (argc > 1 && strcmp(argv[1], "upgrade") == 0) return zkw_upgrade_cli(argc - 2, argv + 2);
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
@@ -85,6 +128,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (strcmp(argv[i], "--check-config") == 0) {
       check_only = true;
+    } else if (strcmp(argv[i], "--takeover") == 0) {
+      takeover = true;
     } else {
       fprintf(stderr, "zkwarden: unknown argument '%s'\n", argv[i]);
       usage(stderr);
@@ -124,15 +169,25 @@ int main(int argc, char **argv) {
 
   uv_loop_t *loop = uv_default_loop();
   if (zkw_tls_start(loop, &cfg) != 0) return 2; /* logged */
+  /* With a keeper, or taking over: the listening sockets and connections. */
+  if (zkw_keeperlink_open(&cfg, takeover) != 0) return 1; /* logged */
   if (zkw_server_start(&srv, loop, &cfg, &zkw_sidecar_hooks, &identity) != 0) return 1;
+  int started = zkw_keeperlink_start(loop, &link_ops);
   signals_start(loop);
   /* Without a usable registry the proxy still relays: the error is logged. */
   if (zkw_sidecar_start(&identity, &srv) != 0) zkw_log_warn("relaying without identity features");
-  int started = zkw_admin_start(&srv);
+  if (!started) started = zkw_admin_start(&srv);
+  /* The inherited client connections: the session recovery (the journal)
+   * takes them here; until then they are closed and their clients reconnect. */
+  zkw_keeperlink_recover(NULL, NULL);
+  if (!started) started = zkw_takeover_start(loop);
   if (started != 0) zkw_server_stop(&srv); /* logged; the loop below only closes handles */
   uv_run(loop, UV_RUN_DEFAULT);
   /* Closing the registry session removes this instance's owner node at once. */
   zkw_server_finish(&srv, finish_sessions, &identity);
+  /* Last: the keeper or the successor sees this process gone. */
+  zkw_takeover_close();
+  zkw_keeperlink_close();
   signals_stop(loop);
   int rc = uv_loop_close(loop);
   zkw_buf_pool_drain();

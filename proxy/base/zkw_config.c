@@ -12,37 +12,6 @@
 typedef int (*parse_fn)(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                         size_t whylen);
 
-/* Splits "host:port" or "[v6]:port"; host and port must be non-empty. */
-static int split_hostport(const char *s, size_t n, struct zkw_hostport *out) {
-  const char *colon;
-  size_t hl;
-  const char *host = s;
-  if (n > 0 && s[0] == '[') {
-    const char *close = memchr(s, ']', n);
-    if (!close || close + 1 >= s + n || close[1] != ':') return -1;
-    host = s + 1;
-    hl = (size_t)(close - host);
-    colon = close + 1;
-  } else {
-    colon = NULL;
-    for (size_t i = 0; i < n; i++)
-      if (s[i] == ':') colon = s + i;
-    if (!colon) return -1;
-    hl = (size_t)(colon - s);
-  }
-  size_t pl = (size_t)(s + n - colon - 1);
-  if (hl == 0 || hl >= sizeof out->host || pl == 0 || pl >= sizeof out->port) return -1;
-  memcpy(out->host, host, hl);
-  out->host[hl] = 0;
-  memcpy(out->port, colon + 1, pl);
-  out->port[pl] = 0;
-  char *end;
-  errno = 0;
-  long p = strtol(out->port, &end, 10);
-  if (errno || *end || p < 1 || p > 65535) return -1;
-  return 0;
-}
-
 static int parse_hostports(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
                            size_t whylen) {
   (void)lo, (void)hi;
@@ -55,7 +24,7 @@ static int parse_hostports(struct zkw_config *cfg, const char *val, long long lo
       snprintf(why, whylen, "at most %d servers", ZKW_MAX_UPSTREAMS);
       return -1;
     }
-    if (split_hostport(p, n, &cfg->upstream[cfg->upstream_count]) != 0) {
+    if (zkw_addr_split(p, n, &cfg->upstream[cfg->upstream_count]) != 0) {
       snprintf(why, whylen, "a comma-separated list of host:port (port 1-65535)");
       return -1;
     }
@@ -69,23 +38,7 @@ static int parse_hostports(struct zkw_config *cfg, const char *val, long long lo
 /* A numeric ip:port or [ipv6]:port into *ss. */
 static int parse_sockaddr(struct sockaddr_storage *ss, const char *val, const char *example, char *why,
                           size_t whylen) {
-  struct zkw_hostport hp;
-  memset(ss, 0, sizeof *ss);
-  if (split_hostport(val, strlen(val), &hp) == 0) {
-    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-    uint16_t port = (uint16_t)atoi(hp.port);
-    if (inet_pton(AF_INET, hp.host, &a4->sin_addr) == 1) {
-      a4->sin_family = AF_INET;
-      a4->sin_port = htons(port);
-      return 0;
-    }
-    if (inet_pton(AF_INET6, hp.host, &a6->sin6_addr) == 1) {
-      a6->sin6_family = AF_INET6;
-      a6->sin6_port = htons(port);
-      return 0;
-    }
-  }
+  if (zkw_addr_parse(val, ss) == 0) return 0;
   snprintf(why, whylen, "a numeric ip:port or [ipv6]:port, e.g. %s", example);
   return -1;
 }
@@ -371,6 +324,22 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
   return 0;
 }
 
+/* Empty, or a name for the abstract namespace: printable, no spaces. */
+static int parse_socket_name(struct zkw_config *cfg, const char *val, long long lo, long long hi, char *why,
+                             size_t whylen) {
+  (void)lo, (void)hi;
+  size_t n = strlen(val);
+  bool ok = n <= ZKW_HANDOVER_NAME_MAX;
+  for (size_t i = 0; ok && i < n; i++)
+    ok = val[i] > ' ' && val[i] < 0x7f;
+  if (!ok) {
+    snprintf(why, whylen, "at most %d printable characters without spaces, or empty", ZKW_HANDOVER_NAME_MAX);
+    return -1;
+  }
+  memcpy(cfg->keeper_socket, val, n + 1);
+  return 0;
+}
+
 /* Whether a parser's values are secret: never printed, not even in an error
  * (every parser must say). */
 #define ZKW_SECRET_hostports    0
@@ -393,6 +362,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_SECRET_pem_file     0
 #define ZKW_SECRET_key_file     0
 #define ZKW_SECRET_server_name  0
+#define ZKW_SECRET_socket_name  0
 
 /* Integer fields are stored after validation by store_uint below. */
 #define ZKW_STORE_hostports(field, val)
@@ -414,6 +384,7 @@ static int parse_server_name(struct zkw_config *cfg, const char *val, long long 
 #define ZKW_STORE_pem_file(field, val) cfg->field = (val);
 #define ZKW_STORE_key_file(field, val) cfg->field = (val);
 #define ZKW_STORE_server_name(field, val)
+#define ZKW_STORE_socket_name(field, val)
 #define ZKW_STORE_uint(field, val) cfg->field = (uint32_t)strtoul((val), NULL, 10);
 
 int zkw_config_load(struct zkw_config *cfg, const char *(*getenv_fn)(const char *), char *err,
@@ -465,6 +436,7 @@ void zkw_config_print(const struct zkw_config *cfg, FILE *out) {
 #define ZKW_SHOW_pem_file(field)     cfg->raw_##field
 #define ZKW_SHOW_key_file(field)     cfg->raw_##field
 #define ZKW_SHOW_server_name(field)  cfg->raw_##field
+#define ZKW_SHOW_socket_name(field)  cfg->raw_##field
 #define ZKW_X_PRINT(field, env, def, parser, lo, hi, help)                                                   \
   fprintf(out, "%s=%s\n", env, ZKW_SHOW(field, parser));
   ZKW_CONFIG_VARS(ZKW_X_PRINT)

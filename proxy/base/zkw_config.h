@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
+#include "zkw_addr.h"
+#include "zkw_handover.h"
 #include "zkw_lockrule.h"
 #include "zkw_log.h"
 
@@ -19,19 +21,13 @@
  * beside the trees it learns, zkw_scope.h). */
 #define ZKW_SWEEP_TREES_MAX 8
 
-/* A host:port as written; resolved when connecting (names may change). */
-struct zkw_hostport {
-  char host[256];
-  char port[8];
-};
-
 /* X(field, environment variable, default (NULL: required), parser, min, max, help) */
 #define ZKW_CONFIG_VARS(X)                                                                                   \
   X(upstream, "ZKWARDEN_UPSTREAM", NULL, hostports, 0, 0,                                                    \
     "ZooKeeper ensemble, host:port,host:port,... (required)")                                                \
-  X(listen, "ZKWARDEN_LISTEN", "127.0.0.1:2181", listen_addr, 0, 0,                                          \
+  X(listen, "ZKWARDEN_LISTEN", ZKW_DEFAULT_LISTEN, listen_addr, 0, 0,                                        \
     "address the JobManager connects to, ip:port or [ipv6]:port")                                            \
-  X(admin_listen, "ZKWARDEN_ADMIN_LISTEN", "127.0.0.1:9181", admin_addr, 0, 0,                               \
+  X(admin_listen, "ZKWARDEN_ADMIN_LISTEN", ZKW_DEFAULT_ADMIN_LISTEN, admin_addr, 0, 0,                       \
     "admin HTTP endpoint (/healthz /readyz /metrics /v1/...), ip:port or [ipv6]:port")                       \
   X(admin_remote, "ZKWARDEN_ADMIN_REMOTE", "probes", admin_remote, 0, 0,                                     \
     "probes: from other hosts only /metrics /healthz /readyz answer (the rest on loopback); all: every "     \
@@ -90,6 +86,16 @@ struct zkw_hostport {
   X(sweep_watch, "ZKWARDEN_SWEEP_WATCH", "on", onoff, 0, 0,                                                  \
     "on: a periodic sweep reads only what changed since the last pass, told by a persistent recursive "      \
     "watch on the own trees (ZooKeeper 3.6+; older servers: walks); off: every pass walks them")             \
+  X(keeper, "ZKWARDEN_KEEPER", "off", onoff, 0, 0,                                                           \
+    "on: zkwarden-keeper holds the listening sockets and a duplicate of every client connection, so that "   \
+    "a crash or an upgrade of this process does not close them (zkwarden-keeper --spawn sets it; in "        \
+    "Kubernetes set it in the zkwarden container beside a keeper container); off: zkwarden holds them")      \
+  X(keeper_socket, "ZKWARDEN_KEEPER_SOCKET", "", socket_name, 0, 0,                                          \
+    "name of the handover socket (abstract unix socket) where the keeper, or a zkwarden without one, "       \
+    "answers `zkwarden --takeover` and `zkwarden upgrade`; empty: zkwarden/ followed by ZKWARDEN_LISTEN")    \
+  X(takeover, "ZKWARDEN_TAKEOVER", "off", onoff, 0, 0,                                                       \
+    "on: start as the successor of the zkwarden that serves (as `zkwarden --takeover`); the keeper sets it " \
+    "for a planned restart")                                                                                 \
   X(log_level, "ZKWARDEN_LOG_LEVEL", "info", log_level, 0, 0, "error, warn, info or debug")                  \
   X(log_format, "ZKWARDEN_LOG_FORMAT", "text", log_format, 0, 0, "text or json")                             \
   X(log_file, "ZKWARDEN_LOG_FILE", "", log_file, 0, 0,                                                       \
@@ -111,7 +117,10 @@ struct zkw_config {
   bool session_move;
   bool zombie_move;
   bool sweep_watch;
-  const char *tls_ca_file; /* "" when unset, like the other paths */
+  bool keeper;   /* ZKWARDEN_KEEPER=on: a keeper holds the sockets (zkw_keeperlink.h) */
+  bool takeover; /* ZKWARDEN_TAKEOVER=on: start as the successor of the running zkwarden */
+  char keeper_socket[ZKW_HANDOVER_NAME_MAX + 1]; /* "": zkwarden/<ZKWARDEN_LISTEN> */
+  const char *tls_ca_file;                       /* "" when unset, like the other paths */
   const char *tls_cert_file;
   const char *tls_key_file;
   char tls_server_name[256];

@@ -2,7 +2,8 @@
  *
  * Every point where zkwarden's own work can fail (an allocation, a socket
  * write, a libzookeeper call or completion, a TLS read or write, a reply
- * that does not decode) asks ZKW_FAULT(kind) first. In a build configured
+ * that does not decode, a system call of the handover or the keeper) asks
+ * ZKW_FAULT(kind) first. In a build configured
  * with -DZKW_FAULT_INJECTION=ON (the sanitizer build of tests/run.sh, never
  * the release build), the environment variable ZKW_TEST_FAULT=kind:N[:code]
  * makes the Nth call of that kind fail, once, and logs it (kind:N@point: the
@@ -27,7 +28,16 @@
   X(write, "a write to the client or the upstream socket fails (EPIPE)")                                     \
   X(zk, "a libzookeeper call or completion of the registry fails (the code, default ZCONNECTIONLOSS)")       \
   X(tls, "a TLS handshake step, read or write fails")                                                        \
-  X(reply, "an upstream or fence reply arrives corrupted (cut short: it does not decode)")
+  X(reply, "an upstream or fence reply arrives corrupted (cut short: it does not decode)")                   \
+  X(socket, "a socket() or connect() of the handover or the keeper fails")                                   \
+  X(bind, "a bind() or listen() of the handover or the keeper fails (EADDRINUSE)")                           \
+  X(accept, "an accept() of a handover peer fails")                                                          \
+  X(sendmsg, "a handover message is not sent (EIO)")                                                         \
+  X(recvmsg, "a handover message received is lost (EIO; its descriptors are closed)")                        \
+  X(memfd, "the keeper's memfd_create() (or a standalone zkwarden's, for its journal) fails")                \
+  X(fork, "the keeper's fork() (or a standalone zkwarden's spawn for an upgrade) fails")                     \
+  X(exec, "the keeper's execv() of the worker fails in the child")                                           \
+  X(dup, "a duplicate of a descriptor (F_DUPFD_CLOEXEC) fails (EMFILE)")
 
 enum zkw_fault_kind {
 #define ZKW_FAULT_ENUM(name, what) ZKW_FAULT_##name,

@@ -17,10 +17,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "zkw_fault.h"
 #include "zkw_health.h"
 #include "zkw_history.h"
+#include "zkw_keeperlink.h"
 #include "zkw_locks.h"
 #include "zkw_lockwalks.h"
 #include "zkw_log.h"
@@ -624,10 +626,22 @@ int zkw_admin_start(struct zkw_server *srv) {
   zkw_admin_http_setup(srv);
   zkw_text_sockaddr((const struct sockaddr *)&srv->cfg->admin_listen, endpoint.where, sizeof endpoint.where);
 
+  int fd = zkw_keeperlink_take_listener(ZKW_LINK_ADMIN); /* a keeper's or a predecessor's, or -1 */
   int rc = uv_tcp_init(srv->loop, &endpoint.listener);
-  if (rc) return rc;
-  rc = uv_tcp_bind(&endpoint.listener, (const struct sockaddr *)&srv->cfg->admin_listen, 0);
+  if (rc) {
+    if (fd >= 0) close(fd);
+    return rc;
+  }
+  if (fd >= 0) {
+    rc = uv_tcp_open(&endpoint.listener, fd);
+    if (rc) close(fd);
+  } else {
+    rc = uv_tcp_bind(&endpoint.listener, (const struct sockaddr *)&srv->cfg->admin_listen, 0);
+  }
   if (!rc) rc = uv_listen((uv_stream_t *)&endpoint.listener, 128, on_connection);
+  uv_os_fd_t lfd;
+  if (!rc && uv_fileno((uv_handle_t *)&endpoint.listener, &lfd) == 0)
+    (void)zkw_keeperlink_note_listener(ZKW_LINK_ADMIN, lfd);
   if (rc) {
     zkw_log_error("cannot listen on %s (ZKWARDEN_ADMIN_LISTEN): %s", endpoint.where, uv_strerror(rc));
     uv_close((uv_handle_t *)&endpoint.listener, NULL);

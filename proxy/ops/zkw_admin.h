@@ -45,8 +45,10 @@ struct zkw_server;
 #define ZKW_ADMIN_REQUEST_MS 10000             /* a request must arrive whole within this */
 #define ZKW_ADMIN_IDLE_MS    60000             /* an idle keep-alive connection is closed after this */
 
-/* Binds ZKWARDEN_ADMIN_LISTEN and starts the readiness checks and the
- * SIGHUP handler. Returns 0 or a negative libuv error (logged). */
+/* Binds ZKWARDEN_ADMIN_LISTEN (or takes the listening socket a keeper or a
+ * predecessor handed over, zkw_keeperlink.h) and starts the readiness
+ * checks and the SIGHUP handler. Returns 0 or a negative libuv error
+ * (logged). */
 int zkw_admin_start(struct zkw_server *srv) __attribute__((warn_unused_result));
 /* Stops accepting, closes every admin connection and the module's handles.
  * Called by zkw_server_stop; idempotent. */

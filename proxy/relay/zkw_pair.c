@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "zkw_fault.h"
+#include "zkw_keeperlink.h"
 #include "zkw_metrics.h"
 #include "zkw_tls.h"
 
@@ -115,6 +116,8 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   if (s->srv->hooks && s->srv->hooks->on_close) s->srv->hooks->on_close(s);
   s->phase = ZKW_PHASE_CLOSING;
   s->srv->sessions_open--;
+  zkw_keeperlink_forget(s->keeper_slot); /* the keeper lets its duplicate go */
+  s->keeper_slot = UINT32_MAX;
   if (s->on_closing) s->on_closing(s); /* zkwarden's own requests get a connection loss; the move ends */
   if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);

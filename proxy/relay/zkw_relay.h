@@ -152,6 +152,8 @@ struct zkw_session {
   void (*on_closing)(struct zkw_session *s);
   void (*on_upstream_lost)(struct zkw_session *s, int rc); /* a write met a socket error (zkw_pair.c) */
 
+  uint32_t keeper_slot; /* the client connection's slot (zkw_keeperlink.h), UINT32_MAX: none */
+
   int handles; /* open handles and references; freed when it reaches 0 while closing */
   /* Then the policy's block of hooks->session_size bytes (zkw_session_policy). */
 };

@@ -3,8 +3,10 @@
 #include "zkw_server.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "zkw_fault.h"
+#include "zkw_keeperlink.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
@@ -101,22 +103,56 @@ static void on_connection(uv_stream_t *listener, int status) {
   accept_pending(srv);
 }
 
-/* The listener and its retry timer. */
-static int listen_on(struct zkw_server *srv, const struct sockaddr *addr, int backlog) {
+/* The listener's handle and its retry timer. */
+static int listener_init(struct zkw_server *srv) {
   int rc = uv_tcp_init(srv->loop, &srv->listener);
   if (rc) return rc;
   srv->listener.data = srv;
   uv_timer_init(srv->loop, &srv->accept_retry);
   srv->accept_retry.data = srv;
   uv_unref((uv_handle_t *)&srv->accept_retry);
+  return 0;
+}
+
+static int listen_on(struct zkw_server *srv, const struct sockaddr *addr, int backlog) {
+  int rc = listener_init(srv);
+  if (rc) return rc;
   rc = uv_tcp_bind(&srv->listener, addr, 0);
   if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, backlog, on_connection);
   return rc;
 }
 
 static void listen_close(struct zkw_server *srv) {
-  uv_close((uv_handle_t *)&srv->listener, NULL);
-  if (srv->accept_retry.loop) uv_close((uv_handle_t *)&srv->accept_retry, NULL);
+  if (srv->listener.loop && !uv_is_closing((uv_handle_t *)&srv->listener))
+    uv_close((uv_handle_t *)&srv->listener, NULL);
+  if (srv->accept_retry.loop && !uv_is_closing((uv_handle_t *)&srv->accept_retry))
+    uv_close((uv_handle_t *)&srv->accept_retry, NULL);
+}
+
+/* The listening socket a keeper or a predecessor handed over (uv_listen
+ * again takes its backlog); the name it really listens on is the one the
+ * /zookeeper/config rewrite gives the client. Takes fd. */
+static int listen_inherited(struct zkw_server *srv, int fd) {
+  int rc = listener_init(srv);
+  if (!rc) rc = uv_tcp_open(&srv->listener, fd);
+  if (rc) {
+    close(fd);
+    return rc;
+  }
+  rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+  struct sockaddr_storage bound;
+  int len = sizeof bound;
+  char name[sizeof srv->listen_name];
+  if (!rc && uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len) == 0) {
+    zkw_text_sockaddr((const struct sockaddr *)&bound, name, sizeof name);
+    if (strcmp(name, srv->listen_name) != 0) {
+      zkw_log_warn("ZKWARDEN_LISTEN is %s but the inherited listening socket is on %s: serving there (the "
+                   "address changes when the keeper, or zkwarden without one, starts afresh)",
+                   srv->listen_name, name);
+      memcpy(srv->listen_name, name, sizeof name);
+    }
+  }
+  return rc;
 }
 
 static struct zkw_server relay_srv;
@@ -179,12 +215,17 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   zkw_server_init(srv, loop, cfg, hooks, policy);
   const char *where = srv->listen_name;
 
-  int rc = listen_on(srv, (const struct sockaddr *)&cfg->listen, 1024);
+  int fd = zkw_keeperlink_take_listener(ZKW_LINK_LISTEN);
+  int rc = fd >= 0 ? listen_inherited(srv, fd) : listen_on(srv, (const struct sockaddr *)&cfg->listen, 1024);
   if (rc) {
-    zkw_log_error("cannot listen on %s: %s", where, uv_strerror(rc));
+    zkw_log_error("cannot listen on %s%s: %s", where, fd >= 0 ? " (the inherited socket)" : "",
+                  uv_strerror(rc));
     listen_close(srv);
     return rc;
   }
+  uv_os_fd_t lfd;
+  if (uv_fileno((uv_handle_t *)&srv->listener, &lfd) == 0)
+    (void)zkw_keeperlink_note_listener(ZKW_LINK_LISTEN, lfd);
   char ups[1024];
   zkw_config_upstream_list(cfg, ups, sizeof ups);
   zkw_log_info("zkwarden %s listening on %s, upstream %s%s", ZKW_VERSION, where, ups,
@@ -197,6 +238,10 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
     }
   }
   return 0;
+}
+
+void zkw_server_stop_accepting(struct zkw_server *srv) {
+  listen_close(srv);
 }
 
 void zkw_server_stop(struct zkw_server *srv) {

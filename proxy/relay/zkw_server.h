@@ -16,7 +16,8 @@
 #include "zkw_hooks.h"
 #include "zkw_relay.h"
 
-/* Binds the listener. hooks (may be NULL) and policy (its context, may be
+/* Binds the listener, or takes the listening socket a keeper or a
+ * predecessor handed over (zkw_keeperlink_take_listener). hooks (may be NULL) and policy (its context, may be
  * NULL) are the policy of every session; the internal relay gets none (its
  * sessions are zkwarden's own). Returns 0 or a negative libuv error (logged). */
 int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
@@ -30,6 +31,10 @@ int zkw_server_start_relay_only(struct zkw_server *srv, uv_loop_t *loop, const s
 /* zkw_server_start's first step, without the listener (tests use it). */
 void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_config *cfg,
                      const struct zkw_hooks *hooks, void *policy);
+/* Stops accepting (closes this process's listening handle; a keeper or a
+ * successor keeps the socket, whose backlog waits for it) and nothing else:
+ * a hand-over's first step (zkw_keeperlink.h). */
+void zkw_server_stop_accepting(struct zkw_server *srv);
 /* Stops accepting and closes every session; the loop ends once all are gone. */
 void zkw_server_stop(struct zkw_server *srv);
 /* After the loop ended: runs last(arg) (a blocking goodbye to the ensemble,

@@ -15,6 +15,7 @@
 
 #include "zkw_codec.h"
 #include "zkw_inband.h"
+#include "zkw_keeperlink.h"
 #include "zkw_metrics.h"
 #include "zkw_move.h"
 #include "zkw_pair.h"
@@ -602,6 +603,7 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   s->on_closing = session_closing;
   s->on_upstream_lost = upstream_lost;
   s->resume = zkw_session_resume;
+  s->keeper_slot = UINT32_MAX;
   zkw_pending_init(&s->pending);
   uv_tcp_init(srv->loop, &s->client.tcp);
   s->client.tcp.data = &s->client;
@@ -635,6 +637,8 @@ int zkw_session_accept(struct zkw_server *srv) {
     uv_unref((uv_handle_t *)&s->guard);
   } else {
     ZKW_METRIC_INC(connections_accepted);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&s->client.tcp, &fd) == 0) zkw_keeperlink_adopt(fd, &s->keeper_slot);
   }
   uv_tcp_nodelay(&s->client.tcp, 1);
   format_peer(&s->client.tcp, s->peer, sizeof s->peer);
