@@ -359,9 +359,17 @@ static void on_hello(struct peer *p, const struct zkw_handover_msg *m) {
     return hand_to(p);
   }
   if (!takeover || k.candidate) {
-    zkw_log_error("keeper: pid %d wants to serve while pid %d does%s: refused", (int)p->pid,
-                  (int)(k.candidate ? k.candidate : k.worker)->pid,
-                  k.candidate ? " and another takes over" : " (start it with --takeover to replace it)");
+    char why[160];
+    snprintf(why, sizeof why, "pid %d wants to serve while pid %d does%s", (int)p->pid,
+             (int)(k.candidate ? k.candidate : k.worker)->pid,
+             k.candidate ? " and another takes over" : " (start it with --takeover to replace it)");
+    zkw_log_error("keeper: %s: refused", why);
+    /* Its one answer, on an empty socket: then it is closed. */
+    struct zkw_handover_status st = {.status = 1};
+    snprintf(st.reason, sizeof st.reason, "%s", why);
+    if (zkw_handover_send_msg(p->fd, ZKW_HO_RESULT, 0, &st, sizeof st.status + strlen(st.reason) + 1, NULL,
+                              0))
+      zkw_log_debug("keeper: the refusal was not sent to pid %d", (int)p->pid);
     return peer_drop(p, "refused");
   }
   p->role = ROLE_CANDIDATE;

@@ -288,8 +288,8 @@ static void test_full_socket(void) {
 }
 
 #ifdef ZKW_FAULT_INJECTION
-/* ZKW_TEST_FAULT=recvmsg:2 (set by main): the second message received is
- * lost with its descriptors; then sendmsg is counted too. */
+/* ZKW_TEST_FAULT=recvmsg:2@recvmsg (set by main): the second message received is
+ * lost with its descriptors, the next one arrives. */
 static void test_injected(void) {
   int before = open_fds();
   int a, b;
@@ -320,7 +320,7 @@ int main(void) {
   RUN(test_malformed);
   RUN(test_full_socket);
 #ifdef ZKW_FAULT_INJECTION
-  setenv("ZKW_TEST_FAULT", "recvmsg:2", 1);
+  setenv("ZKW_TEST_FAULT", "recvmsg:2@recvmsg", 1); /* counted from here */
   if (zkw_fault_init() == 0) RUN(test_injected);
 #endif
   return zkw_test_summary("handover");
