@@ -41,14 +41,19 @@ static void link_stop(void *arg, const char *why) {
 }
 
 /* The hand-over (zkw_keeperlink.h), until the journal lands: stop taking
- * connections and admin requests (the keeper or the successor keeps the
- * listening sockets); the sessions are not drained or recorded yet, so the
- * successor closes the connections it inherits and their clients reconnect. */
+ * connections (the keeper or the successor keeps the listening socket); the
+ * sessions are not drained or recorded yet, so the successor closes the
+ * connections it inherits and their clients reconnect. */
 static void link_quiesce(void *arg, void (*done)(int status)) {
   (void)arg;
   zkw_server_stop_accepting(&srv);
-  zkw_admin_stop();
   done(0);
+}
+
+/* The successor did not take over: serve on. */
+static void link_resume(void *arg) {
+  (void)arg;
+  if (zkw_server_resume_accepting(&srv) != 0) zkw_keeperlink_run_stop("cannot accept again");
 }
 
 /* The successor has the sockets: end without a word to the clients. */
@@ -60,7 +65,8 @@ static void link_handed_over(void *arg) {
   zkw_server_stop(&srv);
 }
 
-static const struct zkw_keeperlink_ops link_ops = {NULL, link_quiesce, link_handed_over, link_stop};
+static const struct zkw_keeperlink_ops link_ops = {NULL, link_quiesce, link_handed_over, link_stop,
+                                                   link_resume};
 
 /* SIGTERM/SIGINT. With a keeper, SIGTERM is this process's own end (a
  * container restart, an upgrade): the keeper keeps the connections for the

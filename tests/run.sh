@@ -2,7 +2,7 @@
 # Runs every test of zkwarden on a fresh Debian machine: installs what is
 # missing, builds a release and an ASan+UBSan build, then runs the unit and
 # differential tests on both, a short fuzz run of both fuzz targets, the
-# integration, operability and fault tests against real ZooKeeper servers
+# integration, operability, fault and keeper tests against real ZooKeeper servers
 # with the sanitizer build, the performance guard (tests/bench/run.sh
 # --quick: loose ratios to direct), the quick incident drill (also through
 # TLS), real Flink's quick run (tests/flink: Flink 1.20 on Debian's ZooKeeper
@@ -49,6 +49,8 @@ suite "integration (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" ZKW_BUI
 suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
   "$repo/tests/admin/run.sh"
 suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/faults/run.sh"
+suite "keeper and hand-over, failure points (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
+  "$repo/tests/keeper/run.sh"
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
 suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick

@@ -18,6 +18,15 @@ static const char *const kind_names[] = {
 };
 
 static atomic_ullong calls[ZKW_FAULT_KIND_COUNT];
+static char process_name[48]; /* " (name)" after "fault injection", or "" */
+
+void zkw_fault_name_process(const char *name) {
+  snprintf(process_name, sizeof process_name, " (%s)", name);
+}
+
+static const char *who(void) {
+  return process_name;
+}
 
 /* Each point (file:line) and the number of the first call of its kind made
  * there: failing exactly those calls fails every point once. */
@@ -61,6 +70,8 @@ static bool point_named(const char *where, const char *detail) {
 }
 
 int zkw_fault_init(void) {
+  const char *named = getenv("ZKW_TEST_FAULT_PROCESS");
+  if (named && *named) zkw_fault_name_process(named);
   const char *v = getenv("ZKW_TEST_FAULT");
   if (!v || !*v) return 0;
   char name[32], spec[200];
@@ -79,7 +90,7 @@ int zkw_fault_init(void) {
       fail_at = n;
       fail_code = code;
       have_code = got == 3;
-      zkw_log_warn("fault injection: the call #%llu of kind %s%s%s will fail", n, name,
+      zkw_log_warn("fault injection%s: the call #%llu of kind %s%s%s will fail", who(), n, name,
                    fail_point[0] ? " at " : "", fail_point);
       return 0;
     }
@@ -97,8 +108,8 @@ bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where, const char *deta
   if (fail_point[0] && (!point_named(where, detail) || atomic_fetch_add(&point_calls, 1) + 1 != fail_at))
     return false;
   if (!fail_point[0] && n != fail_at) return false;
-  zkw_log_warn("fault injection: failing %s #%llu at %s%s%s", kind_names[kind], n, where, detail ? "/" : "",
-               detail ? detail : "");
+  zkw_log_warn("fault injection%s: failing %s #%llu at %s%s%s", who(), kind_names[kind], n, where,
+               detail ? "/" : "", detail ? detail : "");
   return true;
 }
 
@@ -108,11 +119,11 @@ int zkw_fault_code(int dflt) {
 
 void zkw_fault_report(void) {
   for (int k = 0; k < ZKW_FAULT_KIND_COUNT; k++)
-    zkw_log_info("fault injection: %s: %llu calls", kind_names[k],
+    zkw_log_info("fault injection%s: %s: %llu calls", who(), kind_names[k],
                  (unsigned long long)atomic_load(&calls[k]));
   pthread_mutex_lock(&sites_mu);
   for (int i = 0; i < nsites; i++)
-    zkw_log_info("fault injection: point %s%s%s first at %s #%llu", sites[i].where,
+    zkw_log_info("fault injection%s: point %s%s%s first at %s #%llu", who(), sites[i].where,
                  sites[i].detail ? "/" : "", sites[i].detail ? sites[i].detail : "",
                  kind_names[sites[i].kind], sites[i].first);
   pthread_mutex_unlock(&sites_mu);

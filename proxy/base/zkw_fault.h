@@ -14,7 +14,9 @@
  * In every other build ZKW_FAULT is the constant false and costs nothing.
  *
  * The kinds are one list (ZKW_FAULT_KINDS): their names are the ones the
- * variable takes and the logs print. */
+ * variable takes and the logs print. ZKW_TEST_FAULT_PROCESS=name tags the
+ * seam's lines "fault injection (name)" (several processes in one log: the
+ * keeper, its workers). */
 #ifndef ZKW_FAULT_H
 #define ZKW_FAULT_H
 
@@ -58,6 +60,10 @@ bool zkw_fault_hit(enum zkw_fault_kind kind, const char *where, const char *deta
 int zkw_fault_code(int dflt);
 /* Logs the count of calls of each kind (at exit). */
 void zkw_fault_report(void);
+/* Names the process in the seam's lines when several share a log (the
+ * keeper and its workers): "fault injection (keeper): ...". Call before
+ * zkw_fault_init (ZKW_TEST_FAULT_PROCESS overrides it). */
+void zkw_fault_name_process(const char *name);
 #define ZKW_FAULT_STR2(x) #x
 #define ZKW_FAULT_STR(x)  ZKW_FAULT_STR2(x)
 #define ZKW_FAULT_WHERE   __FILE__ ":" ZKW_FAULT_STR(__LINE__)
@@ -72,6 +78,9 @@ static inline int zkw_fault_code(int dflt) {
   return dflt;
 }
 static inline void zkw_fault_report(void) {}
+static inline void zkw_fault_name_process(const char *name) {
+  (void)name;
+}
 #define ZKW_FAULT_WHERE                   NULL
 #define ZKW_FAULT(kind)                   false
 #define ZKW_FAULT_AT(kind, where, detail) ((void)(where), (void)(detail), false)

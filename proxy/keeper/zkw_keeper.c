@@ -36,7 +36,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "zkw_addr.h"
 #include "zkw_fault.h"
 #include "zkw_handover.h"
 #include "zkw_keeper_proc.h"
@@ -81,8 +80,7 @@ struct child {
 
 static struct {
   struct zkw_keeper_cmd cmd; /* cmd.argv NULL: no --spawn */
-  struct zkw_handover_addr addr;
-  int listen_fd, admin_fd, journal_fd, sig_fd, ho_fd;
+  struct zkw_keeper_fds fd;  /* what it holds of its own */
   struct peer **peers;
   size_t npeers;
   struct held *held;
@@ -102,7 +100,7 @@ static struct {
   bool stopping;
   int64_t stop_deadline;
   int exit_code;
-} k = {.listen_fd = -1, .admin_fd = -1, .journal_fd = -1, .sig_fd = -1, .ho_fd = -1};
+} k = {.fd = {.listen = -1, .admin = -1, .journal = -1, .sig = -1, .ho = -1}};
 
 /* ---- held connections ---- */
 
@@ -181,9 +179,11 @@ static void hand_to(struct peer *p) {
   p->handing = true;
   p->snap_n = 0;
   p->snap = k.nheld ? zkw_malloc(sizeof *p->snap * k.nheld) : NULL;
-  if (k.nheld && !p->snap)
-    zkw_log_error("keeper: out of memory: worker pid %d gets no held connection (they stay held)",
-                  (int)p->pid);
+  if (k.nheld && !p->snap) { /* none would serve them: their clients reconnect */
+    zkw_log_error("keeper: out of memory: the %zu held connection(s) are closed", k.nheld);
+    while (k.nheld)
+      held_remove_at(k.nheld - 1, "out of memory");
+  }
   for (size_t i = 0; p->snap && i < k.nheld; i++)
     p->snap[p->snap_n++] = k.held[i].slot;
   struct child *c = child_of(p->pid);
@@ -198,9 +198,9 @@ static void peer_flush(struct peer *p) {
   while (!p->dead && p->handing && rc == 0) {
     if (!p->state_sent) {
       struct zkw_handover_state st = {.clients = (uint32_t)p->snap_n, .workers = k.workers_served};
-      int fds[3] = {k.listen_fd, k.journal_fd, k.admin_fd};
-      st.flags = (k.admin_fd >= 0 ? ZKW_STATE_ADMIN : 0) | (k.workers_served ? ZKW_STATE_PREVIOUS : 0);
-      rc = zkw_handover_send_msg(p->fd, ZKW_HO_STATE, 0, &st, sizeof st, fds, k.admin_fd >= 0 ? 3 : 2);
+      int fds[3] = {k.fd.listen, k.fd.journal, k.fd.admin};
+      st.flags = (k.fd.admin >= 0 ? ZKW_STATE_ADMIN : 0) | (k.workers_served ? ZKW_STATE_PREVIOUS : 0);
+      rc = zkw_handover_send_msg(p->fd, ZKW_HO_STATE, 0, &st, sizeof st, fds, k.fd.admin >= 0 ? 3 : 2);
       if (rc == 0) p->state_sent = true;
     } else if (p->snap_i < p->snap_n) {
       struct held *h = held_find(p->snap[p->snap_i]);
@@ -309,7 +309,11 @@ static void restart(struct peer *cmd, const char *why) {
 static void worker_gone(const char *why) {
   struct peer *w = k.worker;
   k.worker = NULL;
-  zkw_log_info("keeper: worker pid %d is gone (%s); %zu connection(s) held", (int)w->pid, why, k.nheld);
+  if (k.done_seen)
+    zkw_log_info("keeper: worker pid %d handed over (its link closed); %zu connection(s) held", (int)w->pid,
+                 k.nheld);
+  else
+    zkw_log_info("keeper: worker pid %d is gone (%s); %zu connection(s) held", (int)w->pid, why, k.nheld);
   struct child *c = child_of(w->pid);
   if (c && !c->link_closed_ms) c->link_closed_ms = zkw_keeper_now_ms();
   if (c && k.candidate) c->role = CHILD_RETIRED; /* handed over: its exit is no crash */
@@ -426,14 +430,14 @@ static void peer_read(struct peer *p) {
 static void accept_peers(void) {
   for (int i = 0; i < 16; i++) {
     pid_t pid;
-    int fd = zkw_handover_accept(k.ho_fd, &pid);
+    int fd = zkw_handover_accept(k.fd.ho, &pid);
     if (fd == -EAGAIN) return;
     if (fd == -EPERM) {
       zkw_log_warn("keeper: refused a handover connection from pid %d: another user", (int)pid);
       continue;
     }
     if (fd < 0) {
-      zkw_log_warn("keeper: accept on %s: %s", k.addr.name, strerror(-fd));
+      zkw_log_warn("keeper: accept on %s: %s", k.fd.addr.name, strerror(-fd));
       return;
     }
     struct peer *p = zkw_calloc(1, sizeof *p);
@@ -530,8 +534,8 @@ static void stop_begin(const char *sig) {
   k.stopping = true;
   k.stop_deadline = zkw_keeper_now_ms() + STOP_MS;
   zkw_log_info("keeper: received %s: stopping the worker, then closing %zu held connection(s)", sig, k.nheld);
-  if (k.ho_fd >= 0) close(k.ho_fd);
-  k.ho_fd = -1;
+  if (k.fd.ho >= 0) close(k.fd.ho);
+  k.fd.ho = -1;
   if (k.worker) ctl_queue(k.worker, ZKW_HO_STOP, NULL, 0);
   if (k.candidate) peer_drop(k.candidate, "the keeper is stopping");
   answer_waiters(1, "the keeper is stopping");
@@ -556,7 +560,7 @@ static bool stopped(void) {
 
 static void on_signals(void) {
   struct signalfd_siginfo si;
-  while (read(k.sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+  while (read(k.fd.sig, &si, sizeof si) == (ssize_t)sizeof si) {
     switch (si.ssi_signo) {
     case SIGCHLD:
       reap_all();
@@ -645,8 +649,8 @@ static int loop(void) {
       pfd = grown;
       cap = n;
     }
-    pfd[0] = (struct pollfd){.fd = k.sig_fd, .events = POLLIN};
-    pfd[1] = (struct pollfd){.fd = k.ho_fd, .events = POLLIN};
+    pfd[0] = (struct pollfd){.fd = k.fd.sig, .events = POLLIN};
+    pfd[1] = (struct pollfd){.fd = k.fd.ho, .events = POLLIN};
     for (size_t i = 0; i < k.npeers; i++)
       pfd[2 + i] = (struct pollfd){.fd = k.peers[i]->fd,
                                    .events = POLLIN | (peer_wants_out(k.peers[i]) ? POLLOUT : 0)};
@@ -683,81 +687,6 @@ static int loop(void) {
 
 /* ---- start ---- */
 
-static const char *env_or(const char *name, const char *dflt) {
-  const char *v = getenv(name);
-  return v && *v ? v : dflt;
-}
-
-static int setup_log(void) {
-  const char *level = env_or("ZKWARDEN_LOG_LEVEL", "info"), *format = env_or("ZKWARDEN_LOG_FORMAT", "text");
-  int l = -1;
-  for (int i = ZKW_LOG_ERROR; i <= ZKW_LOG_DEBUG; i++)
-    if (strcmp(level, zkw_log_level_name((enum zkw_log_level)i)) == 0) l = i;
-  if (l < 0 || (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)) {
-    fprintf(stderr, "zkwarden-keeper: ZKWARDEN_LOG_LEVEL or ZKWARDEN_LOG_FORMAT is not valid: expected "
-                    "error, warn, info or debug, and text or json\n");
-    return -1;
-  }
-  zkw_log_setup((enum zkw_log_level)l, strcmp(format, "json") == 0 ? ZKW_LOG_JSON : ZKW_LOG_TEXT);
-  const char *file = env_or("ZKWARDEN_LOG_FILE", NULL);
-  int rc = file ? zkw_log_open(file) : 0;
-  if (rc) {
-    fprintf(stderr, "zkwarden-keeper: ZKWARDEN_LOG_FILE=\"%s\" cannot be opened: %s\n", file, strerror(-rc));
-    return -1;
-  }
-  return 0;
-}
-
-/* Binds what the keeper holds. Returns 0, 1 (a socket could not be had) or 2 (a bad address). */
-static int setup_sockets(void) {
-  const char *listen = env_or("ZKWARDEN_LISTEN", ZKW_DEFAULT_LISTEN);
-  const char *admin = env_or("ZKWARDEN_ADMIN_LISTEN", ZKW_DEFAULT_ADMIN_LISTEN);
-  struct sockaddr_storage ls, as;
-  const char *bad = zkw_addr_parse(listen, &ls)  ? "ZKWARDEN_LISTEN"
-                    : zkw_addr_parse(admin, &as) ? "ZKWARDEN_ADMIN_LISTEN"
-                                                 : NULL;
-  if (bad) {
-    zkw_log_error("keeper: %s=\"%s\" is not valid: expected a numeric ip:port or [ipv6]:port", bad,
-                  getenv(bad));
-    return 2;
-  }
-  if (zkw_handover_addr(&k.addr, getenv("ZKWARDEN_KEEPER_SOCKET"), listen) != 0) {
-    zkw_log_error("keeper: ZKWARDEN_KEEPER_SOCKET is longer than %d characters", ZKW_HANDOVER_NAME_MAX);
-    return 2;
-  }
-  k.cmd.socket_name = k.addr.name + 1;
-  k.ho_fd = zkw_handover_listen(&k.addr);
-  if (k.ho_fd < 0) {
-    zkw_log_error("keeper: cannot listen on the handover socket %s: %s%s", k.addr.name, strerror(-k.ho_fd),
-                  k.ho_fd == -EADDRINUSE ? " (another keeper or zkwarden holds it)" : "");
-    return 1;
-  }
-  k.listen_fd = zkw_keeper_tcp_listen(&ls);
-  if (k.listen_fd < 0) {
-    zkw_log_error("keeper: cannot listen on %s (ZKWARDEN_LISTEN): %s", listen, strerror(-k.listen_fd));
-    return 1;
-  }
-  k.admin_fd = zkw_keeper_tcp_listen(&as);
-  if (k.admin_fd < 0) {
-    zkw_log_error("keeper: cannot listen on %s (ZKWARDEN_ADMIN_LISTEN): %s", admin, strerror(-k.admin_fd));
-    return 1;
-  }
-  k.journal_fd = zkw_keeper_journal();
-  if (k.journal_fd < 0) {
-    zkw_log_error("keeper: cannot create the journal (memfd_create): %s", strerror(-k.journal_fd));
-    return 1;
-  }
-  k.sig_fd = zkw_keeper_signals();
-  if (k.sig_fd < 0) {
-    zkw_log_error("keeper: cannot take its signals (signalfd): %s", strerror(-k.sig_fd));
-    return 1;
-  }
-  zkw_log_info("zkwarden-keeper %s holding %s and %s, handover socket %s%s%s", ZKW_VERSION, listen, admin,
-               k.addr.name, k.cmd.argv ? ", worker " : ": waiting for workers",
-               k.cmd.argv ? k.cmd.argv[0] : "");
-  return 0;
-}
-
 static void close_all(void) {
   while (k.nheld)
     held_remove_at(k.nheld - 1, "the keeper stops");
@@ -766,9 +695,7 @@ static void close_all(void) {
     k.peers[i]->dead = true;
   peers_sweep();
   free(k.peers);
-  int *fds[] = {&k.listen_fd, &k.admin_fd, &k.journal_fd, &k.sig_fd, &k.ho_fd};
-  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-    if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
+  zkw_keeper_close(&k.fd);
 }
 
 static void usage(FILE *out) {
@@ -805,9 +732,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "zkwarden-keeper: %s\n", err);
     return 2;
   }
-  if (setup_log() != 0) return 2;
+  if (zkw_keeper_log_setup() != 0) return 2;
+  zkw_fault_name_process("keeper");
   if (zkw_fault_init() != 0) return 2;
-  int rc = setup_sockets();
+  int rc = zkw_keeper_open(&k.fd, k.cmd.argv ? k.cmd.argv[0] : NULL);
+  k.cmd.socket_name = k.fd.addr.name + 1;
   if (rc == 0) {
     if (k.cmd.argv) spawn_worker(false);
     rc = loop();

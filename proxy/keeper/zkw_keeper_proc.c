@@ -1,6 +1,6 @@
 /* zkw_keeper_proc.c: the keeper's system calls (zkw_keeper_proc.h):
- * listening sockets, the journal memfd, signals through a signalfd, and the
- * worker's fork and exec. */
+ * its configuration and log, listening sockets, the journal memfd, signals
+ * through a signalfd, and the worker's fork and exec. */
 #include "zkw_keeper_proc.h"
 
 #include <errno.h>
@@ -16,7 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "zkw_addr.h"
 #include "zkw_fault.h"
+#include "zkw_handover.h"
+#include "zkw_log.h"
 
 #define FAIL_HERE(kind, detail, code)                                                                        \
   (ZKW_FAULT_AT(kind, ZKW_FAULT_WHERE, detail) ? (errno = zkw_fault_code(code), true) : false)
@@ -29,13 +32,13 @@ int64_t zkw_keeper_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int zkw_keeper_tcp_listen(const struct sockaddr_storage *ss) {
-  if (FAIL_HERE(socket, "tcp", EMFILE)) return -errno;
+int zkw_keeper_tcp_listen(const struct sockaddr_storage *ss, const char *what) {
+  if (FAIL_HERE(socket, what, EMFILE)) return -errno;
   int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
   int one = 1;
   socklen_t len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 || FAIL_HERE(bind, "tcp", EADDRINUSE) ||
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 || FAIL_HERE(bind, what, EADDRINUSE) ||
       bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, 1024) != 0) {
     int e = errno;
     close(fd);
@@ -158,6 +161,11 @@ static void child(const struct zkw_keeper_cmd *cmd, char **env, int n, bool take
   sigprocmask(SIG_SETMASK, &saved_mask, NULL);
   for (int i = 0; i < n; i++)
     putenv(env[i]);
+#ifdef ZKW_FAULT_INJECTION
+  /* The test build: the keeper's fault is its own, not its workers'. */
+  unsetenv("ZKW_TEST_FAULT");
+  unsetenv("ZKW_TEST_FAULT_PROCESS");
+#endif
   setenv("ZKWARDEN_KEEPER", "on", 1);
   setenv("ZKWARDEN_KEEPER_SOCKET", cmd->socket_name, 1);
   setenv("ZKWARDEN_TAKEOVER", takeover ? "on" : "off", 1);
@@ -245,4 +253,84 @@ void zkw_keeper_status_text(int status, char *out, size_t len) {
     snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
   else
     snprintf(out, len, "ended (wait status %d)", status);
+}
+
+/* ---- the keeper's start ---- */
+
+static const char *env_or(const char *name, const char *dflt) {
+  const char *v = getenv(name);
+  return v && *v ? v : dflt;
+}
+
+int zkw_keeper_log_setup(void) {
+  const char *level = env_or("ZKWARDEN_LOG_LEVEL", "info"), *format = env_or("ZKWARDEN_LOG_FORMAT", "text");
+  int l = -1;
+  for (int i = ZKW_LOG_ERROR; i <= ZKW_LOG_DEBUG; i++)
+    if (strcmp(level, zkw_log_level_name((enum zkw_log_level)i)) == 0) l = i;
+  if (l < 0 || (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)) {
+    fprintf(stderr, "zkwarden-keeper: ZKWARDEN_LOG_LEVEL or ZKWARDEN_LOG_FORMAT is not valid: expected "
+                    "error, warn, info or debug, and text or json\n");
+    return -1;
+  }
+  zkw_log_setup((enum zkw_log_level)l, strcmp(format, "json") == 0 ? ZKW_LOG_JSON : ZKW_LOG_TEXT);
+  const char *file = env_or("ZKWARDEN_LOG_FILE", NULL);
+  int rc = file ? zkw_log_open(file) : 0;
+  if (rc) {
+    fprintf(stderr, "zkwarden-keeper: ZKWARDEN_LOG_FILE=\"%s\" cannot be opened: %s\n", file, strerror(-rc));
+    return -1;
+  }
+  return 0;
+}
+
+int zkw_keeper_open(struct zkw_keeper_fds *f, const char *worker) {
+  const char *listen = env_or("ZKWARDEN_LISTEN", ZKW_DEFAULT_LISTEN);
+  const char *admin = env_or("ZKWARDEN_ADMIN_LISTEN", ZKW_DEFAULT_ADMIN_LISTEN);
+  struct sockaddr_storage ls, as;
+  const char *bad = zkw_addr_parse(listen, &ls)  ? "ZKWARDEN_LISTEN"
+                    : zkw_addr_parse(admin, &as) ? "ZKWARDEN_ADMIN_LISTEN"
+                                                 : NULL;
+  if (bad) {
+    zkw_log_error("keeper: %s=\"%s\" is not valid: expected a numeric ip:port or [ipv6]:port", bad,
+                  getenv(bad));
+    return 2;
+  }
+  if (zkw_handover_addr(&f->addr, getenv("ZKWARDEN_KEEPER_SOCKET"), listen) != 0) {
+    zkw_log_error("keeper: ZKWARDEN_KEEPER_SOCKET is longer than %d characters", ZKW_HANDOVER_NAME_MAX);
+    return 2;
+  }
+  f->ho = zkw_handover_listen(&f->addr);
+  if (f->ho < 0) {
+    zkw_log_error("keeper: cannot listen on the handover socket %s: %s%s", f->addr.name, strerror(-f->ho),
+                  f->ho == -EADDRINUSE ? " (another keeper or zkwarden holds it)" : "");
+    return 1;
+  }
+  f->listen = zkw_keeper_tcp_listen(&ls, "listen");
+  if (f->listen < 0) {
+    zkw_log_error("keeper: cannot listen on %s (ZKWARDEN_LISTEN): %s", listen, strerror(-f->listen));
+    return 1;
+  }
+  f->admin = zkw_keeper_tcp_listen(&as, "admin");
+  if (f->admin < 0) {
+    zkw_log_error("keeper: cannot listen on %s (ZKWARDEN_ADMIN_LISTEN): %s", admin, strerror(-f->admin));
+    return 1;
+  }
+  f->journal = zkw_keeper_journal();
+  if (f->journal < 0) {
+    zkw_log_error("keeper: cannot create the journal (memfd_create): %s", strerror(-f->journal));
+    return 1;
+  }
+  f->sig = zkw_keeper_signals();
+  if (f->sig < 0) {
+    zkw_log_error("keeper: cannot take its signals (signalfd): %s", strerror(-f->sig));
+    return 1;
+  }
+  zkw_log_info("zkwarden-keeper %s holding %s and %s, handover socket %s%s%s", ZKW_VERSION, listen, admin,
+               f->addr.name, worker ? ", worker " : ": waiting for workers", worker ? worker : "");
+  return 0;
+}
+
+void zkw_keeper_close(struct zkw_keeper_fds *f) {
+  int *fds[] = {&f->listen, &f->admin, &f->journal, &f->sig, &f->ho};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+    if (*fds[i] >= 0) close(*fds[i]), *fds[i] = -1;
 }

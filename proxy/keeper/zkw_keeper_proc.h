@@ -11,10 +11,29 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "zkw_handover.h"
+
+/* The log as zkwarden's: ZKWARDEN_LOG_LEVEL, _FORMAT, _FILE. Returns 0 or
+ * -1 (a line on stderr). */
+int zkw_keeper_log_setup(void) __attribute__((warn_unused_result));
+
+/* What the keeper holds of its own; -1 when not open. */
+struct zkw_keeper_fds {
+  int listen, admin, journal, sig, ho; /* ZKWARDEN_LISTEN, _ADMIN_LISTEN, the memfd, the signalfd, handover */
+  struct zkw_handover_addr addr;       /* the handover socket's */
+};
+/* Reads ZKWARDEN_LISTEN, ZKWARDEN_ADMIN_LISTEN and ZKWARDEN_KEEPER_SOCKET
+ * and opens every descriptor of f (worker: the path --spawn runs, or NULL,
+ * for the log line). Returns 0, 1 (one could not be had) or 2 (a bad
+ * value), logged; what opened stays in f for zkw_keeper_close. */
+int zkw_keeper_open(struct zkw_keeper_fds *f, const char *worker) __attribute__((warn_unused_result));
+void zkw_keeper_close(struct zkw_keeper_fds *f);
+
 /* A TCP listening socket on ss (SO_REUSEADDR, CLOEXEC, nonblocking, backlog
- * 1024: what zkwarden's own listener does). Returns the fd or a negative
- * errno. */
-int zkw_keeper_tcp_listen(const struct sockaddr_storage *ss) __attribute__((warn_unused_result));
+ * 1024: what zkwarden's own listener does); what names it for the failure
+ * points. Returns the fd or a negative errno. */
+int zkw_keeper_tcp_listen(const struct sockaddr_storage *ss, const char *what)
+    __attribute__((warn_unused_result));
 /* The journal: an empty memfd (MFD_CLOEXEC); the worker sizes it. Returns
  * the fd or a negative errno. */
 int zkw_keeper_journal(void) __attribute__((warn_unused_result));

@@ -321,7 +321,15 @@ int zkw_keeperlink_open(const struct zkw_config *cfg, bool takeover) {
     rc = receive(fd, from);
   }
   if (!rc && L.mode == ZKW_LINK_STANDALONE) {
-    /* The running zkwarden exits after READY: serve once it is gone. */
+    /* Everything arrived: the running zkwarden ends on this DONE (else it
+     * serves on), and this one serves once it is gone. */
+    struct zkw_handover_status ok = {0};
+    struct zkw_handover_msg done = {.type = ZKW_HO_DONE, .len = sizeof ok.status};
+    memcpy(done.payload, &ok, sizeof ok.status);
+    rc = zkw_handover_send_wait(fd, &done, LINK_WAIT_MS);
+    if (rc) zkw_log_error("%s: DONE not sent: %s", from, strerror(-rc));
+  }
+  if (!rc && L.mode == ZKW_LINK_STANDALONE) {
     struct zkw_handover_msg end;
     int e = zkw_handover_recv_wait(fd, &end, EXIT_WAIT_MS);
     if (e > 0) zkw_handover_close_fds(&end);
@@ -345,7 +353,11 @@ int zkw_keeperlink_open(const struct zkw_config *cfg, bool takeover) {
 int zkw_keeperlink_take_listener(enum zkw_keeperlink_listener which) {
   int fd = L.listener[which];
   L.listener[which] = -1;
-  return fd;
+  if (fd < 0 && L.own[which] >= 0) { /* serving again after a hand-over that did not happen */
+    fd = zkw_handover_dup(L.own[which]);
+    if (fd < 0) zkw_log_error("cannot duplicate the listening socket: %s", strerror(-fd));
+  }
+  return fd < 0 ? -1 : fd;
 }
 
 int zkw_keeperlink_note_listener(enum zkw_keeperlink_listener which, int fd) {
@@ -397,6 +409,12 @@ static void link_lost(const char *why) {
   if (L.state == HANDED_OVER || L.state == STOPPED) return;
   zkw_log_error("keeper link on %s lost (%s): closing the sessions and exiting", L.addr.name, why);
   zkw_keeperlink_run_stop("the keeper went away");
+}
+
+void zkw_keeperlink_run_resume(void) {
+  if (L.state != QUIESCING) return;
+  L.state = SERVING;
+  if (L.ops && L.ops->on_resume) L.ops->on_resume(L.ops->arg);
 }
 
 void zkw_keeperlink_run_handed_over(void) {

@@ -77,6 +77,10 @@ struct zkw_keeperlink_ops {
   /* STOP, or the keeper went away: close the sessions and exit (SIGTERM's
    * path). */
   void (*on_stop)(void *arg, const char *why);
+  /* A standalone zkwarden's hand-over did not happen (the successor did not
+   * confirm it took everything): serve again as before on_quiesce
+   * (zkw_server_resume_accepting). */
+  void (*on_resume)(void *arg);
 };
 
 /* Connects to the keeper or the running zkwarden when cfg (ZKWARDEN_KEEPER,
@@ -90,8 +94,9 @@ enum zkw_keeperlink_mode zkw_keeperlink_mode(void);
 const struct zkw_keeperlink_inherited *zkw_keeperlink_inherited(void);
 
 enum zkw_keeperlink_listener { ZKW_LINK_LISTEN, ZKW_LINK_ADMIN };
-/* The inherited listening socket (ownership passes to the caller), or -1:
- * bind as usual. */
+/* The inherited listening socket (ownership passes to the caller); in a
+ * standalone zkwarden serving again after a hand-over that did not happen,
+ * a duplicate of the one it served on; else -1: bind as usual. */
 int zkw_keeperlink_take_listener(enum zkw_keeperlink_listener which);
 /* The listening socket the caller serves on (inherited or bound): a
  * standalone zkwarden keeps a duplicate to hand to its successor. Returns
@@ -138,6 +143,7 @@ void zkw_keeperlink_snapshot(struct zkw_keeperlink_snapshot *out);
 /* Runs on_quiesce, then after(status). */
 void zkw_keeperlink_run_quiesce(void (*after)(int status));
 void zkw_keeperlink_run_handed_over(void);
+void zkw_keeperlink_run_resume(void);
 void zkw_keeperlink_run_stop(const char *why);
 const struct zkw_config *zkw_keeperlink_config(void);
 struct zkw_handover_addr;

@@ -122,11 +122,28 @@ static int listen_on(struct zkw_server *srv, const struct sockaddr *addr, int ba
   return rc;
 }
 
+static int listen_inherited(struct zkw_server *srv, int fd);
+
+/* The retry timer closes after the listener: the handles can be used again
+ * (a hand-over that failed serves again on the same socket). */
+static void listener_closed(uv_handle_t *h) {
+  struct zkw_server *srv = h->data;
+  srv->listener_closing = false;
+  int fd = srv->reopen_fd;
+  srv->reopen_fd = -1;
+  if (fd >= 0 && !srv->stopping && listen_inherited(srv, fd) != 0) {
+    zkw_log_error("cannot listen on %s again: stopping", srv->listen_name);
+    zkw_server_stop(srv);
+  }
+}
+
 static void listen_close(struct zkw_server *srv) {
   if (srv->listener.loop && !uv_is_closing((uv_handle_t *)&srv->listener))
     uv_close((uv_handle_t *)&srv->listener, NULL);
-  if (srv->accept_retry.loop && !uv_is_closing((uv_handle_t *)&srv->accept_retry))
-    uv_close((uv_handle_t *)&srv->accept_retry, NULL);
+  if (srv->accept_retry.loop && !uv_is_closing((uv_handle_t *)&srv->accept_retry)) {
+    srv->listener_closing = true;
+    uv_close((uv_handle_t *)&srv->accept_retry, listener_closed);
+  }
 }
 
 /* The listening socket a keeper or a predecessor handed over (uv_listen
@@ -202,6 +219,7 @@ void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   srv->cfg = cfg;
   srv->hooks = hooks;
   srv->policy = policy;
+  srv->reopen_fd = -1;
   zkw_text_sockaddr((const struct sockaddr *)&cfg->listen, srv->listen_name, sizeof srv->listen_name);
 }
 
@@ -242,6 +260,20 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
 
 void zkw_server_stop_accepting(struct zkw_server *srv) {
   listen_close(srv);
+}
+
+int zkw_server_resume_accepting(struct zkw_server *srv) {
+  int fd = zkw_keeperlink_take_listener(ZKW_LINK_LISTEN);
+  if (fd < 0 || srv->stopping) {
+    if (fd >= 0) close(fd);
+    return fd < 0 ? UV_EBADF : UV_ECANCELED;
+  }
+  zkw_log_info("accepting on %s again", srv->listen_name);
+  if (srv->listener_closing) {
+    srv->reopen_fd = fd; /* once the old handles are closed */
+    return 0;
+  }
+  return listen_inherited(srv, fd);
 }
 
 void zkw_server_stop(struct zkw_server *srv) {

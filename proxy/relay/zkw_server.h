@@ -35,6 +35,10 @@ void zkw_server_init(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
  * successor keeps the socket, whose backlog waits for it) and nothing else:
  * a hand-over's first step (zkw_keeperlink.h). */
 void zkw_server_stop_accepting(struct zkw_server *srv);
+/* Accepts again on the same socket after zkw_server_stop_accepting (a
+ * hand-over that did not happen; zkw_keeperlink_take_listener gives it).
+ * Returns 0 or a negative libuv error (logged). */
+int zkw_server_resume_accepting(struct zkw_server *srv) __attribute__((warn_unused_result));
 /* Stops accepting and closes every session; the loop ends once all are gone. */
 void zkw_server_stop(struct zkw_server *srv);
 /* After the loop ended: runs last(arg) (a blocking goodbye to the ensemble,

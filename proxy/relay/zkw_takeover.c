@@ -17,6 +17,7 @@
 #define PEERS_MAX       4
 #define SEND_WAIT_MS    5000  /* room for each message of the hand-over */
 #define UPGRADE_WAIT_MS 90000 /* `zkwarden upgrade` waits this long for RESULT */
+#define ACK_WAIT_MS     10000 /* the successor confirms it has everything within this */
 
 extern char **environ;
 
@@ -30,7 +31,7 @@ struct tpeer {
 static struct {
   uv_loop_t *loop;
   int lfd;
-  uv_poll_t lpoll;
+  uv_poll_t *lpoll; /* freed once closed: a failed hand-over listens again at once */
   bool listening;
   struct tpeer peers[PEERS_MAX];
   struct tpeer *successor; /* the --takeover being handed to */
@@ -69,11 +70,15 @@ static void result(struct tpeer *p, int status, const char *reason) {
   if (rc) zkw_log_warn("handover: RESULT to pid %d not sent: %s", (int)p->pid, strerror(-rc));
 }
 
+static void free_handle(uv_handle_t *h) {
+  free(h);
+}
+
 static void listener_close(void) {
-  if (!T.listening) return;
+  if (T.lpoll) uv_close((uv_handle_t *)T.lpoll, free_handle);
+  T.lpoll = NULL;
   T.listening = false;
-  uv_close((uv_handle_t *)&T.lpoll, NULL);
-  close(T.lfd);
+  if (T.lfd >= 0) close(T.lfd);
   T.lfd = -1;
 }
 
@@ -87,12 +92,25 @@ static int send_wait(int fd, unsigned type, uint32_t slot, const void *payload, 
   return zkw_handover_send_wait(fd, &m, SEND_WAIT_MS);
 }
 
+static int listen_start(void);
+
+/* Waits for the successor's DONE: it has everything. */
+static int successor_ack(int fd) {
+  struct zkw_handover_msg m;
+  int rc = zkw_handover_recv_wait(fd, &m, ACK_WAIT_MS);
+  if (rc <= 0) return rc == 0 ? -EPIPE : rc;
+  zkw_handover_close_fds(&m);
+  struct zkw_handover_status st;
+  zkw_handover_payload(&m, &st, sizeof st);
+  return m.type == ZKW_HO_DONE && st.status == 0 ? 0 : -EPROTO;
+}
+
 static void after_quiesce(int status) {
   struct tpeer *p = T.successor;
   struct zkw_keeperlink_snapshot snap;
   zkw_keeperlink_snapshot(&snap);
   if (status) zkw_log_warn("handover: the quiesce reported %s: handing over anyway", strerror(-status));
-  int rc = snap.listen_fd < 0 ? -EBADF : 0;
+  int rc = snap.listen_fd < 0 || snap.journal_fd < 0 ? -EBADF : 0;
   uint32_t clients = 0;
   for (size_t i = 0; i < snap.nslots; i++)
     clients += snap.slot_fds[i] >= 0;
@@ -106,11 +124,21 @@ static void after_quiesce(int status) {
     if (snap.slot_fds[i] >= 0)
       rc = send_wait(p->fd, ZKW_HO_CLIENT, (uint32_t)i, NULL, 0, &snap.slot_fds[i], 1);
   if (!rc) rc = send_wait(p->fd, ZKW_HO_READY, 0, NULL, 0, NULL, 0);
+  if (!rc) rc = successor_ack(p->fd);
   if (rc) {
-    zkw_log_error("handover to pid %d failed: %s: closing the sessions and exiting", (int)p->pid,
-                  strerror(-rc));
-    result(T.command, 1, "the hand-over to the new process failed: see the old process's log");
-    return zkw_keeperlink_run_stop("the hand-over failed");
+    /* The successor does not have it all: it gets nothing (its link
+     * closes), and this process serves on. */
+    zkw_log_error("handover to pid %d failed: %s: serving on", (int)p->pid, strerror(-rc));
+    result(T.command, 1,
+           "the new zkwarden did not take over (the old one's log says why): the old one serves on");
+    if (T.command) peer_close(T.command);
+    close(p->fd);
+    p->fd = -1;
+    p->used = false;
+    T.successor = NULL;
+    zkw_keeperlink_run_resume();
+    (void)listen_start(); /* the next takeover (logged) */
+    return;
   }
   T.handed = true;
   zkw_log_info("handed the listening socket and %u client connection(s) to pid %d: exiting", clients,
@@ -165,8 +193,14 @@ static void upgrade(struct tpeer *p) {
   int rc = UV_ENOMEM;
   if (env) {
     size_t j = 0;
-    for (size_t i = 0; i < n; i++)
-      if (strncmp(environ[i], "ZKWARDEN_TAKEOVER=", 18) != 0) env[j++] = environ[i];
+    for (size_t i = 0; i < n; i++) {
+      if (strncmp(environ[i], "ZKWARDEN_TAKEOVER=", 18) == 0) continue;
+#ifdef ZKW_FAULT_INJECTION
+      if (strncmp(environ[i], "ZKW_TEST_FAULT", 14) == 0)
+        continue; /* this process's fault, not its successor's */
+#endif
+      env[j++] = environ[i];
+    }
     env[j++] = "ZKWARDEN_TAKEOVER=on";
     env[j] = NULL;
     char *args[] = {T.exe, "--takeover", NULL};
@@ -250,6 +284,37 @@ static void on_listener(uv_poll_t *h, int status, int events) {
   }
 }
 
+/* Listens on the handover socket; a failure is logged and leaves this
+ * process without a takeover. */
+static int listen_start(void) {
+  const struct zkw_handover_addr *a = zkw_keeperlink_addr();
+  T.lfd = zkw_handover_listen(a);
+  if (T.lfd < 0) {
+    zkw_log_warn("handover: cannot listen on %s: %s: `zkwarden --takeover` and `zkwarden upgrade` will not "
+                 "find this process",
+                 a->name, strerror(-T.lfd));
+    return T.lfd;
+  }
+  T.lpoll = zkw_malloc(sizeof *T.lpoll);
+  int rc = T.lpoll ? uv_poll_init(T.loop, T.lpoll, T.lfd) : UV_ENOMEM;
+  if (rc) {
+    free(T.lpoll);
+    T.lpoll = NULL;
+  } else {
+    T.listening = true;
+    uv_unref((uv_handle_t *)T.lpoll);
+    rc = uv_poll_start(T.lpoll, UV_READABLE, on_listener);
+  }
+  if (rc) {
+    zkw_log_warn("handover: cannot watch %s: %s: no takeover", a->name, uv_strerror(rc));
+    listener_close();
+    return rc;
+  }
+  zkw_log_info("handover socket %s: `zkwarden --takeover` or `zkwarden upgrade` replaces this process",
+               a->name);
+  return 0;
+}
+
 int zkw_takeover_start(uv_loop_t *loop) {
   T.loop = loop;
   if (zkw_keeperlink_mode() != ZKW_LINK_STANDALONE) return 0;
@@ -258,24 +323,7 @@ int zkw_takeover_start(uv_loop_t *loop) {
   static const char deleted[] = " (deleted)"; /* the binary was replaced: the path names the new one */
   if (n > (ssize_t)sizeof deleted && strcmp(T.exe + n - (sizeof deleted - 1), deleted) == 0)
     T.exe[n - (sizeof deleted - 1)] = 0;
-  const struct zkw_handover_addr *a = zkw_keeperlink_addr();
-  T.lfd = zkw_handover_listen(a);
-  if (T.lfd < 0) {
-    zkw_log_warn("handover: cannot listen on %s: %s: `zkwarden --takeover` and `zkwarden upgrade` will not "
-                 "find this process",
-                 a->name, strerror(-T.lfd));
-    return 0;
-  }
-  if (uv_poll_init(loop, &T.lpoll, T.lfd) != 0 || uv_poll_start(&T.lpoll, UV_READABLE, on_listener) != 0) {
-    zkw_log_warn("handover: cannot watch %s: no takeover", a->name);
-    close(T.lfd);
-    T.lfd = -1;
-    return 0;
-  }
-  uv_unref((uv_handle_t *)&T.lpoll);
-  T.listening = true;
-  zkw_log_info("handover socket %s: `zkwarden --takeover` or `zkwarden upgrade` replaces this process",
-               a->name);
+  (void)listen_start();
   return 0;
 }
 

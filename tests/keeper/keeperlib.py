@@ -189,10 +189,13 @@ class Sidecar:
         return wait_until(lambda: len(re.findall(pattern, proc.text())) >= count, timeout,
                           what="%r in %s's log" % (pattern, proc.name))
 
-    def serves(self, timeout=30.0):
+    def serves(self, timeout=30.0, process=None):
         """Waits until a ZooKeeper session through the sidecar's port answers a
-        request (a worker serves); returns the session id."""
+        request (a worker serves); returns the session id. Gives up early
+        (RuntimeError) when `process` exits meanwhile."""
         def once():
+            if process is not None and not process.alive():
+                raise RuntimeError("%s exited with %s" % (process.name, process.popen.returncode))
             try:
                 s = rawzk.RawSession(self.port, timeout_ms=6000, sock_timeout=5.0)
             except (OSError, ConnectionError, RuntimeError):
@@ -221,20 +224,31 @@ class Sidecar:
         return wait_until(one, timeout, what="a worker of the keeper that serves")
 
     def stop_all(self):
-        """Stops what is still running (keepers first: they stop their
-        workers), and returns the problems: an exit status other than the
-        one expected, a sanitizer report in any log."""
+        """Stops what is still running (keepers first: their STOP ends
+        their workers) and returns the problems: a process that ended
+        before the test was done with it (unless the test said so:
+        stopped_by_test), an exit status other than 0 (or expected_status),
+        a sanitizer report in any log."""
         problems = []
-        for p in sorted(self.procs, key=lambda p: "keeper" not in p.name):
-            expected = getattr(p, "expected_status", 0)
-            if not p.alive() and getattr(p, "stopped_by_test", False):
-                p.err.close()
-                continue
-            was_alive = p.alive()
-            rc = p.stop()
-            if was_alive and rc != expected:
-                problems.append("%s exited with %s after SIGTERM (want %s)" % (p.name, rc, expected))
+        running = [p for p in self.procs if p.alive()]
         for p in self.procs:
+            if p not in running and not getattr(p, "stopped_by_test", False):
+                problems.append("%s had exited with %s before the end" % (p.name, p.popen.returncode))
+        keepers = [p for p in running if "keeper" in p.name]
+        for p in keepers:
+            p.signal(signal.SIGTERM)
+            p.wait(20)
+        for p in running:
+            if p not in keepers:
+                p.wait(10)  # ended by its keeper's STOP, or still running
+        for p in sorted(running, key=lambda p: "keeper" not in p.name):
+            expected = getattr(p, "expected_status", 0)
+            rc = p.stop()
+            if rc != expected:
+                problems.append("%s exited with %s at the end (want %s)" % (p.name, rc, expected))
+        for p in self.procs:
+            if not p.err.closed:
+                p.err.close()
             text = p.text()
             for marker in SANITIZER_MARKERS:
                 if marker in text:

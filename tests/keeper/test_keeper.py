@@ -276,7 +276,8 @@ def test_takeover_standalone_refuses_no_connection(zk_server, sidecars):
     plain.serves()
 
     def restart():
-        z1.stop()
+        assert z1.stop() == 0
+        z1.stopped_by_test = True
         plain.worker(name="zkwarden2")
         plain.serves()
     _, refused = refused_during(plain.port, restart)
