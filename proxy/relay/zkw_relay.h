@@ -184,8 +184,8 @@ struct zkw_server {
   uint64_t up_back_ms[ZKW_MAX_UPSTREAMS];
   uint64_t rng; /* the move's random choice among the other servers */
   bool stopping;
-  bool listener_closing; /* zkw_server_stop_accepting: its handles are closing */
-  int reopen_fd;         /* zkw_server_resume_accepting while they close: the socket, or -1 */
+  int listener_closing; /* the listener's handles still closing (zkw_server_stop_accepting) */
+  int reopen_fd;        /* zkw_server_resume_accepting while they close: the socket, or -1 */
   /* The internal relay (ZKWARDEN_UPSTREAM_TLS=on, sidecar mode): a second
    * zkw_server on 127.0.0.1:<ephemeral port> in relay mode, whose sessions
    * are zkwarden's own libzookeeper sessions (registry, fences) on their way

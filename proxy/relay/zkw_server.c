@@ -124,11 +124,11 @@ static int listen_on(struct zkw_server *srv, const struct sockaddr *addr, int ba
 
 static int listen_inherited(struct zkw_server *srv, int fd);
 
-/* The retry timer closes after the listener: the handles can be used again
- * (a hand-over that failed serves again on the same socket). */
+/* Once both the listener and its retry timer are closed, the handles can be
+ * used again (a hand-over that did not happen serves on the same socket). */
 static void listener_closed(uv_handle_t *h) {
   struct zkw_server *srv = h->data;
-  srv->listener_closing = false;
+  if (--srv->listener_closing > 0) return;
   int fd = srv->reopen_fd;
   srv->reopen_fd = -1;
   if (fd >= 0 && !srv->stopping && listen_inherited(srv, fd) != 0) {
@@ -138,10 +138,12 @@ static void listener_closed(uv_handle_t *h) {
 }
 
 static void listen_close(struct zkw_server *srv) {
-  if (srv->listener.loop && !uv_is_closing((uv_handle_t *)&srv->listener))
-    uv_close((uv_handle_t *)&srv->listener, NULL);
+  if (srv->listener.loop && !uv_is_closing((uv_handle_t *)&srv->listener)) {
+    srv->listener_closing++;
+    uv_close((uv_handle_t *)&srv->listener, listener_closed);
+  }
   if (srv->accept_retry.loop && !uv_is_closing((uv_handle_t *)&srv->accept_retry)) {
-    srv->listener_closing = true;
+    srv->listener_closing++;
     uv_close((uv_handle_t *)&srv->accept_retry, listener_closed);
   }
 }

@@ -110,7 +110,7 @@ static void after_quiesce(int status) {
   struct zkw_keeperlink_snapshot snap;
   zkw_keeperlink_snapshot(&snap);
   if (status) zkw_log_warn("handover: the quiesce reported %s: handing over anyway", strerror(-status));
-  int rc = snap.listen_fd < 0 || snap.journal_fd < 0 ? -EBADF : 0;
+  int rc = 0;
   uint32_t clients = 0;
   for (size_t i = 0; i < snap.nslots; i++)
     clients += snap.slot_fds[i] >= 0;
@@ -148,8 +148,15 @@ static void after_quiesce(int status) {
 }
 
 static void takeover(struct tpeer *p) {
-  if (T.successor || zkw_keeperlink_ending()) {
-    result(p, 1, "a takeover is already under way");
+  struct zkw_keeperlink_snapshot snap;
+  zkw_keeperlink_snapshot(&snap);
+  if (T.successor || zkw_keeperlink_ending() || snap.listen_fd < 0 || snap.journal_fd < 0) {
+    const char *why = T.successor || zkw_keeperlink_ending()
+                          ? "a takeover is already under way"
+                          : "this zkwarden has no duplicate of its listening socket to hand over (its log at "
+                            "start says why): stop it and start the new one";
+    zkw_log_warn("handover: pid %d wants to take over: refused: %s", (int)p->pid, why);
+    result(p, 1, why);
     return peer_close(p);
   }
   T.successor = p;

@@ -154,6 +154,8 @@ def test_dockerfile_builds_with_the_install_script_and_runs_minimal(zkw_bin):
     entry = [a for i, a in runtime if i == "ENTRYPOINT"]
     assert entry == ['["/usr/local/bin/zkwarden"]']
     assert ("COPY", "--from=build /zkwarden /usr/local/bin/zkwarden") in runtime
+    assert ("COPY", "--from=build /zkwarden-keeper /usr/local/bin/zkwarden-keeper") in runtime
+    assert any("--target zkwarden zkwarden-keeper" in r for r in runs)
     # The image's environment is a valid configuration (with an upstream).
     env = {}
     for i, a in runtime:

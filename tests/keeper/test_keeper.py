@@ -457,3 +457,13 @@ def test_handover_socket_refuses_another_user(zk_server, sidecars):
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0, "the keeper did not close another user's connection"
     sc.wait_log(k, r"refused a handover connection from pid \d+: another user")
+
+
+def test_keeper_links_libc_only():
+    """The keeper is small and depends on nothing that could fail it: libc
+    alone (and the sanitizer runtimes in a sanitizer build)."""
+    import subprocess
+    from keeperlib import keeper_bin
+    out = subprocess.run(["readelf", "-d", keeper_bin()], capture_output=True, text=True, check=True).stdout
+    libs = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out))
+    assert {lib for lib in libs if not lib.startswith(("libasan.", "libubsan."))} == {"libc.so.6"}, libs

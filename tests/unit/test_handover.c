@@ -5,8 +5,8 @@
  * message can be malformed (magic, version, type, length, descriptor
  * count, too many descriptors, an oversized packet), each checked to leave
  * no descriptor open (/proc/self/fd counted before and after). In the
- * fault-injection build also a received message lost (recvmsg) and a send
- * that fails (sendmsg), their descriptors closed. */
+ * fault-injection build also a received message lost (recvmsg), its
+ * descriptors closed. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
