@@ -27,6 +27,10 @@ void zkw_wr_multi_req(struct zkw_wr *w, const struct zkw_op_req *op);
 void zkw_wr_multi_rep(struct zkw_wr *w, const struct zkw_op_rep *rep);
 void zkw_wr_multi_end(struct zkw_wr *w);
 
+/* A whole multi request of n write sub-ops. */
+int zkw_encode_multi(uint8_t *buf, size_t cap, int32_t xid, const struct zkw_op_req *ops, int n,
+                     size_t *out_len);
+
 /* Shorthands for what the proxy injects. */
 int zkw_encode_close_session(uint8_t *buf, size_t cap, int32_t xid, size_t *out_len);
 int zkw_encode_ping(uint8_t *buf, size_t cap, size_t *out_len);

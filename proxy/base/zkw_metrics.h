@@ -228,9 +228,14 @@ struct zkw_histogram {
   X(fence_failures, COUNTER, NONE, "zkwarden_fence_failures_total",                                          \
     "Fencing attempts that failed or timed out.")                                                            \
   X(reclaims_create, COUNTER, NONE, "zkwarden_reclaims_at_create_total",                                     \
-    "Creates replayed after deleting the stale lock that caused NODEEXISTS.")                                \
+    "Stale locks that made a lock create get NODEEXISTS, replaced by the JobManager's own lock in-band (the " \
+    "JobManager got the server's NODEEXISTS: for Flink, the lock is held).")                                  \
   X(reclaims_delete, COUNTER, NONE, "zkwarden_reclaims_at_delete_total",                                     \
     "Deletes replayed after deleting the stale locks that caused NOTEMPTY.")                                 \
+  X(barrier_waits, COUNTER, NONE, "zkwarden_lock_delete_waits_total",                                        \
+    "Deletes under the lock roots with a further request of the client's waiting behind them: it goes to "   \
+    "the server only once the client has the delete's answer (after a reclaim at delete, if one runs), so "   \
+    "the server executes a session's requests in its order.")                                                 \
   X(stale_locks_swept, COUNTER, NONE, "zkwarden_stale_locks_swept_total",                                    \
     "Stale locks of this identity deleted by a sweep.")                                                      \
   X(zombie_ephemerals, COUNTER, NONE, "zkwarden_zombie_ephemerals_total",                                    \

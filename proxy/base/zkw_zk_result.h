@@ -20,6 +20,9 @@ struct zkw_zk_result {
   /* get_acl: an entry for world:anyone (any permission; world_read: with
    * read), the node's ACL version in stat.aversion. */
   bool acl_world, acl_world_read;
+  /* multi (in-band): the index of the sub-op that failed (rc is its error),
+   * or -1. */
+  int failed_op;
 };
 
 typedef void (*zkw_zk_cb)(void *arg, const struct zkw_zk_result *r);

@@ -39,7 +39,7 @@ static void finish(struct inband_req *r, int rc, const struct zkw_zk_result *res
   zkw_zk_cb cb = r->cb;
   r->cb = NULL;
   if (!cb) return;
-  struct zkw_zk_result fail = {.rc = rc, .data_len = -1};
+  struct zkw_zk_result fail = {.rc = rc, .data_len = -1, .failed_op = -1};
   cb(r->arg, res ? res : &fail);
 }
 
@@ -144,23 +144,75 @@ static struct zkw_inband *inband_of(struct zkw_session *s) {
   return ib;
 }
 
-static int submit(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
-  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
-  if (req->op.path.len <= 0 || req->op.path.len > 1024) return -ENAMETOOLONG;
+/* A request of cap bytes of frame, not yet queued (NULL: out of memory). */
+static struct inband_req *new_request(struct zkw_session *s, int32_t op, size_t cap, zkw_zk_cb cb, void *arg) {
   struct zkw_inband *ib = inband_of(s);
-  struct inband_req *r = ib ? zkw_malloc(sizeof *r + INBAND_FRAME_MAX) : NULL;
-  if (!r) return -ENOMEM;
-  *r = (struct inband_req){.cb = cb, .arg = arg, .op = req->type};
-  if (zkw_encode_request(r->frame, INBAND_FRAME_MAX, req, &r->len) != ZKW_OK) {
-    free(r);
-    return -ENAMETOOLONG;
-  }
+  struct inband_req *r = ib ? zkw_malloc(sizeof *r + cap) : NULL;
+  if (r) *r = (struct inband_req){.cb = cb, .arg = arg, .op = op};
+  return r;
+}
+
+static void queue(struct zkw_session *s, struct inband_req *r) {
+  struct zkw_inband *ib = s->inband;
   if (ib->tail)
     ib->tail->next = r;
   else
     ib->head = r;
   ib->tail = r;
   flush(ib);
+}
+
+static int submit(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
+  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
+  if (req->op.path.len <= 0 || req->op.path.len > 1024) return -ENAMETOOLONG;
+  struct inband_req *r = new_request(s, req->type, INBAND_FRAME_MAX, cb, arg);
+  if (!r) return -ENOMEM;
+  if (zkw_encode_request(r->frame, INBAND_FRAME_MAX, req, &r->len) != ZKW_OK) {
+    free(r);
+    return -ENAMETOOLONG;
+  }
+  queue(s, r);
+  return 0;
+}
+
+/* The client's create request (RequestHeader + CreateRequest), decoded. */
+static int client_create(const uint8_t *request, size_t len, struct zkw_request *req) {
+  if (zkw_decode_request(request, len, req) != ZKW_OK ||
+      (req->type != ZKW_OP_CREATE && req->type != ZKW_OP_CREATE2))
+    return -EINVAL;
+  return 0;
+}
+
+int zkw_inband_create(struct zkw_session *s, const uint8_t *request, size_t len, zkw_zk_cb cb, void *arg) {
+  struct zkw_request req;
+  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
+  if (client_create(request, len, &req)) return -EINVAL;
+  struct inband_req *r = new_request(s, req.type, len + 4, cb, arg);
+  if (!r) return -ENOMEM;
+  if (zkw_encode_request(r->frame, len + 4, &req, &r->len) != ZKW_OK) {
+    free(r);
+    return -EINVAL;
+  }
+  queue(s, r);
+  return 0;
+}
+
+int zkw_inband_replace(struct zkw_session *s, const char *path, int version, const uint8_t *request,
+                       size_t len, zkw_zk_cb cb, void *arg) {
+  struct zkw_request req;
+  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
+  if (client_create(request, len, &req)) return -EINVAL;
+  struct zkw_op_req ops[2] = {{.type = ZKW_OP_DELETE, .version = version}, req.op};
+  ops[0].path = (struct zkw_bytes){(const uint8_t *)path, (int32_t)strlen(path)};
+  ops[1].type = ZKW_OP_CREATE; /* the path it reports is enough: create2's Stat is not read */
+  size_t cap = len + ops[0].path.len + 64;
+  struct inband_req *r = new_request(s, ZKW_OP_MULTI, cap, cb, arg);
+  if (!r) return -ENOMEM;
+  if (zkw_encode_multi(r->frame, cap, 0, ops, 2, &r->len) != ZKW_OK) {
+    free(r);
+    return -EINVAL;
+  }
+  queue(s, r);
   return 0;
 }
 
@@ -258,7 +310,7 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
   struct zkw_reply rep;
   int rc = zkw_decode_reply(body, len, op, &rep);
   if (rc) return rc;
-  struct zkw_zk_result res = {.rc = rep.err, .data_len = -1};
+  struct zkw_zk_result res = {.rc = rep.err, .data_len = -1, .failed_op = -1};
   char *data = NULL, *block = NULL;
   if (rep.err == 0 && op == ZKW_OP_GET_DATA) {
     res.has_stat = true;
@@ -274,6 +326,16 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
         res.data_len = rep.op.data.len;
       }
     }
+  } else if (rep.err == 0 && op == ZKW_OP_MULTI) {
+    /* A failed multi says so in its results, not its header: the first
+     * error other than the rollbacks' RUNTIMEINCONSISTENCY. */
+    struct zkw_multi_iter it = zkw_multi_iter(rep.op.results);
+    struct zkw_op_rep sub;
+    for (int i = 0; zkw_multi_next_rep(&it, &sub) == ZKW_OK; i++)
+      if (sub.err != 0 && sub.err != ZKW_ZERR_RUNTIMEINCONSISTENCY && res.failed_op < 0) {
+        res.rc = sub.err;
+        res.failed_op = i;
+      }
   } else if (rep.err == 0 && (op == ZKW_OP_GET_CHILDREN || op == ZKW_OP_GET_CHILDREN2)) {
     if (op == ZKW_OP_GET_CHILDREN2) {
       res.has_stat = true;

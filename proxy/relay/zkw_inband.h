@@ -64,6 +64,18 @@ int zkw_inband_add_watch(struct zkw_session *s, const char *path, int32_t mode, 
 int zkw_inband_remove_watches(struct zkw_session *s, const char *path, int32_t type, zkw_zk_cb cb, void *arg)
     __attribute__((warn_unused_result));
 
+/* A create the client sent (request: its frame body, RequestHeader and
+ * CreateRequest: create or create2, its xid replaced by one of zkwarden's):
+ * the same node, data, ACL and flags, owned by the client's session. */
+int zkw_inband_create(struct zkw_session *s, const uint8_t *request, size_t len, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+/* One multi: delete path at version, then the create of request (as
+ * zkw_inband_create): the node replaced at once, never missing in between.
+ * The result's rc is ZOK, or the error of the sub-op that failed
+ * (failed_op: 0 the delete, 1 the create); nothing is changed then. */
+int zkw_inband_replace(struct zkw_session *s, const char *path, int version, const uint8_t *request,
+                       size_t len, zkw_zk_cb cb, void *arg) __attribute__((warn_unused_result));
+
 /* Relay hooks (zkw_session.c). */
 /* A reply for the client (opcode op, not a notification) arrived: may make
  * waiting requests sendable. */

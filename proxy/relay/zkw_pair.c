@@ -35,10 +35,9 @@ static void maybe_free(struct zkw_session *s) {
     zkw_buf_release(&sides[i]->flight);
   }
   zkw_tls_conn_free(s->upstream.tls);
-  zkw_buf_release(&s->barrier_frames);
-  zkw_buf_release(&s->barrier_frame);
+  zkw_buf_release(&s->kept_frames);
+  zkw_buf_release(&s->kept_frame);
   zkw_buf_release(&s->held_reply);
-  zkw_buf_release(&s->held_replies);
   zkw_buf_release(&s->scratch);
   zkw_pending_free(&s->pending);
   memset(s->passwd, 0, sizeof s->passwd);
@@ -93,7 +92,7 @@ void zkw_session_out_of_memory(struct zkw_session *s, const char *what) {
 
 void zkw_session_read_client(struct zkw_session *s) {
   struct zkw_side *c = &s->client;
-  if (!c->paused || s->held_replies.len >= ZKW_LOW_WATER || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER)
+  if (!c->paused || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER)
     return;
   c->paused = false;
   c->resumed_ms = uv_now(s->srv->loop);

@@ -28,9 +28,8 @@ void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side
 /* zkwarden could not keep what it must (what: a frame from the server, a
  * reply held for the client): the session closes, out of memory. */
 void zkw_session_out_of_memory(struct zkw_session *s, const char *what);
-/* The client is read again, if it was paused, once nothing it waits on is
- * over ZKW_LOW_WATER: its bytes to the server, the replies held for it
- * (zkw_replies.h). */
+/* The client is read again, if it was paused, once its bytes to the server
+ * are under ZKW_LOW_WATER. */
 void zkw_session_read_client(struct zkw_session *s);
 
 /* A reference keeps the session's memory while closing (a handle, a request

@@ -96,20 +96,22 @@ struct zkw_session {
 
   bool response_seen; /* the ConnectResponse has been handled */
 
-  /* Barriers (zkw_hooks.h ZKW_BARRIER, zkw_replies.h): the policy may
-   * withhold such a request's reply (a reclaim, then a replay); later replies
-   * are then held behind it, in order. */
-  bool barrier;         /* a barrier's reply is withheld: later replies are held */
-  bool barrier_lost;    /* a move took the barrier whose reply was withheld: answered first (zkw_move.c) */
-  bool flush_due;       /* the withheld barrier is answered: the held replies go after the current run */
+  /* Kept requests and the barrier (zkw_hooks.h ZKW_KEEP, ZKW_BARRIER;
+   * zkw_replies.h). A barrier in flight or withheld keeps the client's later
+   * requests back (barrier_wait); its reply may be withheld until the policy
+   * replays the request or delivers the reply. */
+  bool barrier;         /* a barrier's reply is withheld (held_reply) */
+  bool barrier_wait;    /* a barrier is in flight or withheld: the client's next request waits */
+  bool barrier_wait_counted; /* a request of the client's waited behind this barrier (metrics) */
+  bool barrier_replayed; /* the withheld barrier's request was sent again: its reply is the replay's */
+  bool barrier_lost;    /* a move took the withheld barrier: answered first at the restore (zkw_move.c) */
   uint32_t barrier_gen; /* numbers the barrier replies given to the policy: its replay or deliver names the
                            one it means */
-  uint32_t barriers;    /* barrier requests whose reply has not come yet */
+  uint32_t kept;        /* kept requests whose reply has not come yet */
   int32_t barrier_xid, barrier_op;
-  struct zkw_buf barrier_frames; /* copies of the barrier requests in flight, in order (for a replay) */
-  struct zkw_buf barrier_frame;  /* the request whose reply is withheld */
-  struct zkw_buf held_reply;     /* its reply, withheld (ZKW_WITHHOLD) */
-  struct zkw_buf held_replies;   /* what came after it: [op, 4 bytes][flags, 1][frame], in order */
+  struct zkw_buf kept_frames;   /* copies of the kept requests in flight, in order */
+  struct zkw_buf kept_frame;    /* the request whose reply the policy is given (or the withheld barrier's) */
+  struct zkw_buf held_reply;    /* the barrier's reply, withheld (ZKW_WITHHOLD) */
   struct zkw_buf scratch;        /* a replaced frame on its way out */
   bool held;                     /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
   bool processing;               /* inside process(): resume afterwards, not now */

@@ -204,11 +204,10 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     if ((action & ZKW_VERDICT_MASK) == ZKW_DROP) return ZKW_DROP;
   }
   uint8_t pflags = action & ZKW_MARK ? ZKW_PENDING_MARK : 0;
-  if (action & ZKW_BARRIER) {
-    pflags |= ZKW_PENDING_BARRIER;
-    rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE
-             ? zkw_replies_barrier_request(s, s->scratch.data, s->scratch.len)
-             : zkw_replies_barrier_request(s, frame, flen);
+  if (action & (ZKW_KEEP | ZKW_BARRIER)) {
+    pflags |= ZKW_PENDING_KEPT | (action & ZKW_BARRIER ? ZKW_PENDING_BARRIER : 0);
+    rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE ? zkw_replies_keep_request(s, s->scratch.data, s->scratch.len)
+                                                    : zkw_replies_keep_request(s, frame, flen);
     if (rc) return rc;
   }
   action &= ZKW_VERDICT_MASK;
@@ -217,6 +216,10 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   if (req.type == ZKW_OP_SASL) s->sasl = true;
   if (zkw_pending_push_flags(&s->pending, req.xid, req.type, pflags)) return ZKW_E_NOSPACE;
   zkw_watches_request(&s->watches, &req);
+  if (pflags & ZKW_PENDING_BARRIER) { /* the client's next request waits for its answer */
+    s->barrier_wait = true;
+    s->barrier_wait_counted = false;
+  }
   return action;
 reserved:
   zkw_slog(s, ZKW_LOG_WARN, "bad request from client: xid %d is reserved and cannot carry %s", req.xid,
@@ -400,6 +403,7 @@ static int forward_scratch(struct zkw_side *side) {
  * out the client's read timeout (two thirds of the session timeout). Also
  * bounds what a waiting client has read. Returns 0, or -1 (closed). */
 #define WAITING_READ_MAX (64 * 1024)
+
 static int pass_pings(struct zkw_side *side, size_t from) {
   struct zkw_session *s = side->s;
   size_t off = from, flen;
@@ -408,6 +412,10 @@ static int pass_pings(struct zkw_side *side, size_t from) {
     const uint8_t *body = side->in.data + off + 4;
     if (flen != 4 + ZKW_MIN_REQUEST || (int32_t)zkw_load_be32(body) != ZKW_XID_PING ||
         (int32_t)zkw_load_be32(body + 4) != ZKW_OP_PING) {
+      if (s->barrier_wait && !s->held && !s->barrier_wait_counted) { /* a request waits behind a barrier */
+        s->barrier_wait_counted = true;
+        ZKW_METRIC_INC(barrier_waits);
+      }
       off += flen;
       continue;
     }
@@ -458,7 +466,7 @@ static void process_side(struct zkw_side *side) {
     off = side->in.len;
   } else {
     while (s->phase != ZKW_PHASE_CLOSING) {
-      if (from_client && s->held) { /* frames behind a held request wait */
+      if (from_client && (s->held || s->barrier_wait)) { /* frames behind a held request or a barrier wait */
         if (forward_run(side, run, off)) return;
         run = off;
         if (pass_pings(side, off)) return;
@@ -497,11 +505,6 @@ static void process_side(struct zkw_side *side) {
         run = off + flen;
       }
       off += flen;
-      if (s->flush_due) { /* a withheld lock request is answered: what was held behind it goes now */
-        if (forward_run(side, run, off)) return;
-        run = off;
-        if (zkw_replies_flush(s)) return;
-      }
     }
   }
   if (s->phase == ZKW_PHASE_CLOSING) return;

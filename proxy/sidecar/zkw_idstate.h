@@ -35,6 +35,7 @@ enum zkw_reg_state {
 };
 
 struct zkw_orphan;
+struct zkw_reclaim;
 
 #define ZKW_SUPERSEDED_KEPT 8
 
@@ -55,6 +56,7 @@ struct zkw_sc_session {
   int32_t jm_xid;     /* observe mode: the request that began the incarnation, until its reply */
   bool silent_server; /* observe mode: its server went silent (a move not made), and has not answered since */
   bool would_moved;   /* observe mode: the move not made is reported (once per connection) */
+  struct zkw_reclaim *reclaims; /* reclaims at create of its locks under way (zkw_reclaim.c) */
 };
 
 static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {
