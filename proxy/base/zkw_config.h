@@ -47,6 +47,10 @@ struct zkw_hostport {
   X(max_clients, "ZKWARDEN_MAX_CLIENTS", "256", uint, 1, 1000000,                                            \
     "client connections served at once; a newcomer beyond it first displaces the oldest connection that "    \
     "has sent no handshake, else it is accepted, closed and counted")                                        \
+  X(max_buffered, "ZKWARDEN_MAX_BUFFERED_BYTES", "268435456", uint, 1048576, 0x7fffffff,                   \
+    "bound on the bytes zkwarden buffers for all connections together: over it, each connection stops "      \
+    "being read at its next frame boundary until the buffers drain under three quarters of it "              \
+    "(zkwarden_buffered_bytes)")                                                                             \
   X(upstream_tls, "ZKWARDEN_UPSTREAM_TLS", "off", onoff, 0, 0,                                               \
     "on: every connection to the ensemble is verified TLS (never plaintext); off: plaintext")                \
   X(tls_ca_file, "ZKWARDEN_TLS_CA_FILE", "", pem_file, 0, 0,                                                 \
@@ -107,6 +111,7 @@ struct zkw_config {
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
   uint32_t max_clients;
+  uint32_t max_buffered;
   bool upstream_tls;
   bool session_move;
   bool zombie_move;

@@ -202,6 +202,12 @@ struct zkw_histogram {
   X(outstanding_requests, GAUGE, NONE, "zkwarden_outstanding_requests",                                      \
     "Requests awaiting their reply, all connections (computed).")                                            \
   X(bytes, COUNTER, DIR, "zkwarden_relayed_bytes_total", "Bytes relayed, by direction.")                     \
+  X(buffered_bytes, GAUGE, NONE, "zkwarden_buffered_bytes",                                                  \
+    "Bytes zkwarden buffers now for all connections together (computed; bounded by "                         \
+    "ZKWARDEN_MAX_BUFFERED_BYTES).")                                                                         \
+  X(buffer_cap_pauses, COUNTER, NONE, "zkwarden_buffer_cap_pauses_total",                                    \
+    "Times a connection stopped being read because all buffers together passed "                             \
+    "ZKWARDEN_MAX_BUFFERED_BYTES (logged at warn when it begins).")                                          \
   X(decode_errors, COUNTER, DIR, "zkwarden_decode_errors_total",                                             \
     "Frames that failed to parse or to match a request (each closes its connection), by direction.")         \
   X(upstream_connect_failures, COUNTER, NONE, "zkwarden_upstream_connect_failures_total",                    \

@@ -45,6 +45,7 @@ void zkw_views_refresh_gauges(struct zkw_server *srv) {
   ZKW_METRIC_SET(sessions_active, active);
   ZKW_METRIC_SET(plain_client_sessions, plain);
   ZKW_METRIC_SET(outstanding_requests, out);
+  ZKW_METRIC_SET(buffered_bytes, (int64_t)zkw_buf_held());
   char why[8];
   ZKW_METRIC_SET(ready, zkw_server_ready(srv, why, sizeof why) ? 1 : 0);
 }

@@ -127,6 +127,8 @@ static void drop_connection(struct zkw_session *s) {
   if (up->reading) uv_read_stop((uv_stream_t *)&up->tcp);
   up->reading = false;
   up->paused = false;
+  if (up->capped) s->srv->capped--;
+  up->capped = false;
   up->connected = false;
   up->lost = 0;
   zkw_buf_release(&up->in);
@@ -399,7 +401,7 @@ int zkw_move_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
 /* uv_now() at which the session counts as silent, or 0 (nothing outstanding,
  * or zkwarden itself is not reading the server). */
 static uint64_t silent_at(const struct zkw_session *s) {
-  if (!(s->pings || s->pending.count) || s->upstream.paused) return 0;
+  if (!(s->pings || s->pending.count) || s->upstream.paused || s->upstream.capped) return 0;
   uint64_t t = (uint64_t)s->timeout;
   uint64_t a = quiet_since(s) + t / 3, b = s->outstanding_since_ms + t / 6;
   return a > b ? a : b;

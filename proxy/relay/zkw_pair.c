@@ -19,6 +19,63 @@
 
 static void side_close(struct zkw_side *side);
 
+/* What one session buffers (the capacity of its socket buffers). */
+static size_t session_held(const struct zkw_session *s) {
+  const struct zkw_side *sides[2] = {&s->client, &s->upstream};
+  size_t n = 0;
+  for (int i = 0; i < 2; i++)
+    n += sides[i]->in.cap + sides[i]->out.cap + sides[i]->flight.cap;
+  return n;
+}
+
+/* A session's share of ZKWARDEN_MAX_BUFFERED_BYTES: once all buffers
+ * together pass it, only sessions over their share stop reading, so that a
+ * client that reads its replies is never stopped by others that do not. */
+static size_t fair_share(const struct zkw_server *srv) {
+  return srv->cfg->max_buffered / (srv->sessions_open ? srv->sessions_open : 1);
+}
+
+/* The buffers drained (all together under three quarters of the bound), or
+ * a capped session's own under half its share: those sides read again. */
+static void uncap(struct zkw_server *srv) {
+  if (!srv->capped) return;
+  bool drained = zkw_buf_held() < (size_t)srv->cfg->max_buffered / 4 * 3;
+  size_t low = fair_share(srv) / 2;
+  for (struct zkw_session *s = srv->sessions; s && srv->capped; s = s->next) {
+    if (!s->client.capped && !s->upstream.capped) continue;
+    if (!drained && session_held(s) >= low) continue;
+    struct zkw_side *sides[2] = {&s->client, &s->upstream};
+    for (int i = 0; i < 2; i++)
+      if (sides[i]->capped) {
+        sides[i]->capped = false;
+        sides[i]->resumed_ms = uv_now(srv->loop); /* its silence counts from now (zkw_move.c) */
+        srv->capped--;
+        zkw_side_start_reading(sides[i]);
+      }
+  }
+  if (!srv->capped) uv_timer_stop(&srv->cap_timer);
+}
+
+static void cap_timer_cb(uv_timer_t *t) {
+  uncap(t->data);
+}
+
+void zkw_side_check_cap(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  struct zkw_server *srv = s->srv;
+  if (side->capped || side->in.len || zkw_buf_held() <= (size_t)srv->cfg->max_buffered ||
+      session_held(s) <= fair_share(srv))
+    return;
+  if (!srv->capped)
+    zkw_log_warn("buffers hold %zu bytes, over ZKWARDEN_MAX_BUFFERED_BYTES (%u): connections over their "
+                 "share are read again once they drain",
+                 zkw_buf_held(), srv->cfg->max_buffered);
+  side->capped = true;
+  if (!srv->capped++ && srv->cap_timer.loop) uv_timer_start(&srv->cap_timer, cap_timer_cb, 50, 50);
+  ZKW_METRIC_INC(buffer_cap_pauses);
+  zkw_side_stop_reading(side);
+}
+
 static void maybe_free(struct zkw_session *s) {
   if (s->phase != ZKW_PHASE_CLOSING || s->handles > 0) return;
   struct zkw_server *srv = s->srv;
@@ -41,7 +98,9 @@ static void maybe_free(struct zkw_session *s) {
   zkw_buf_release(&s->scratch);
   zkw_pending_free(&s->pending);
   memset(s->passwd, 0, sizeof s->passwd);
+  srv->capped -= (uint32_t)s->client.capped + (uint32_t)s->upstream.capped;
   free(s);
+  uncap(srv);
 }
 
 void zkw_session_ref(struct zkw_session *s) {
@@ -189,6 +248,7 @@ static void write_cb(uv_write_t *req, int status) {
     return;
   }
   if (side->out.len) zkw_side_flush(side);
+  uncap(s->srv);
   if (s->phase == ZKW_PHASE_CLOSING) {
     if (!side->writing) closing_side_done(side);
     return;
@@ -271,11 +331,20 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
     return;
   }
-  *buf = uv_buf_init((char *)side->in.data + side->in.len, (unsigned)(side->in.cap - side->in.len));
+  size_t offer = side->in.cap - side->in.len;
+  /* Over ZKWARDEN_MAX_BUFFERED_BYTES: read to the end of the current frame
+   * and no further, so that the side stops at a frame boundary
+   * (zkw_side_check_cap). */
+  if (zkw_buf_held() > (size_t)side->s->srv->cfg->max_buffered) {
+    size_t end = side->in.len < 4 ? 4 : 4 + (size_t)zkw_load_be32(side->in.data);
+    if (end > side->in.len && end - side->in.len < offer) offer = end - side->in.len;
+  }
+  *buf = uv_buf_init((char *)side->in.data + side->in.len, (unsigned)offer);
 }
 
 void zkw_side_start_reading(struct zkw_side *side) {
-  if (side->reading || side->paused || !side->open || side->s->phase == ZKW_PHASE_CLOSING) return;
+  if (side->reading || side->paused || side->capped || !side->open || side->s->phase == ZKW_PHASE_CLOSING)
+    return;
   int rc = uv_read_start((uv_stream_t *)&side->tcp, alloc_cb, side->s->on_read);
   if (rc) {
     zkw_session_close(side->s, ZKW_LOG_ERROR, "cannot read from %s: %s", side->name, uv_strerror(rc));

@@ -50,6 +50,7 @@ struct zkw_side {
   bool connected;
   bool reading;
   bool paused; /* reading stopped because the peer's output is full */
+  bool capped; /* reading stopped because all buffers together passed ZKWARDEN_MAX_BUFFERED_BYTES */
   bool writing;
   int lost;            /* upstream: a write met this socket error; later writes are dropped (zkw_pair.c) */
   uint64_t resumed_ms; /* uv_now() when reading last resumed after a pause */
@@ -183,6 +184,8 @@ struct zkw_server {
   uint64_t up_lost_ms[ZKW_MAX_UPSTREAMS];
   uint64_t up_back_ms[ZKW_MAX_UPSTREAMS];
   uint64_t rng; /* the move's random choice among the other servers */
+  uint32_t capped; /* sides not read because the buffers passed ZKWARDEN_MAX_BUFFERED_BYTES (zkw_pair.h) */
+  uv_timer_t cap_timer; /* while some are: looks again (buffers that drain elsewhere, the admin's) */
   bool stopping;
   /* The internal relay (ZKWARDEN_UPSTREAM_TLS=on, sidecar mode): a second
    * zkw_server on 127.0.0.1:<ephemeral port> in relay mode, whose sessions

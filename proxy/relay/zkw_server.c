@@ -109,6 +109,9 @@ static int listen_on(struct zkw_server *srv, const struct sockaddr *addr, int ba
   uv_timer_init(srv->loop, &srv->accept_retry);
   srv->accept_retry.data = srv;
   uv_unref((uv_handle_t *)&srv->accept_retry);
+  uv_timer_init(srv->loop, &srv->cap_timer);
+  srv->cap_timer.data = srv;
+  uv_unref((uv_handle_t *)&srv->cap_timer);
   rc = uv_tcp_bind(&srv->listener, addr, 0);
   if (!rc) rc = uv_listen((uv_stream_t *)&srv->listener, backlog, on_connection);
   return rc;
@@ -117,6 +120,7 @@ static int listen_on(struct zkw_server *srv, const struct sockaddr *addr, int ba
 static void listen_close(struct zkw_server *srv) {
   uv_close((uv_handle_t *)&srv->listener, NULL);
   if (srv->accept_retry.loop) uv_close((uv_handle_t *)&srv->accept_retry, NULL);
+  if (srv->cap_timer.loop) uv_close((uv_handle_t *)&srv->cap_timer, NULL);
 }
 
 static struct zkw_server relay_srv;

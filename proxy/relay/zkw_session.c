@@ -40,7 +40,8 @@ static void upstream_ready(struct zkw_session *s);
  * would direct. */
 static void suspect_silent_upstream(struct zkw_session *s) {
   if (s->phase != ZKW_PHASE_ACTIVE || s->close_sent || !s->upstream.connected || s->timeout <= 0) return;
-  if ((!s->pings && !s->pending.count) || s->upstream.paused) return; /* not reading it: not its silence */
+  if ((!s->pings && !s->pending.count) || s->upstream.paused || s->upstream.capped)
+    return; /* not reading it: not its silence */
   uint64_t silent = uv_now(s->srv->loop) - s->up_last_read_ms;
   if (silent < (uint64_t)s->timeout / 2) return;
   zkw_upstream_suspect(s, (uint64_t)s->timeout);
@@ -514,6 +515,7 @@ static void process_side(struct zkw_side *side) {
     side->paused = true;
     zkw_side_stop_reading(side);
   }
+  zkw_side_check_cap(side);
 }
 
 /* Processes a side, and both sides again whenever a hold was lifted

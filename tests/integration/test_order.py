@@ -199,3 +199,52 @@ def test_reads_behind_a_reclaim_are_not_held(step, private_zk, zkwarden_factory,
     assert peak - base < PEAK_GROWTH_KIB, "peak RSS grew by %d KiB" % (peak - base)
     metric = "zkwarden_reclaims_at_%s_total" % step
     wait_until(lambda: proxy.metric(metric) == 1, 10, what=metric)
+
+
+CAP = 4 * 1024 * 1024
+SLOW_SESSIONS = 12
+SLOW_READS = 6
+
+
+@pytest.mark.zkwarden
+def test_all_buffers_together_stay_under_the_process_bound(private_zk, zkwarden_factory, kazoo_factory):
+    """ZKWARDEN_MAX_BUFFERED_BYTES bounds what all connections buffer
+    together: 12 clients each pipeline 6 reads of a 1,000,000-byte node and
+    read nothing (72 MB of replies). Each connection alone stays under its
+    own bound (1 MiB queued to its client, one frame read), which together
+    come to 38 MB here; with a 4 MiB bound they stay within it plus the frame
+    each connection was writing (12.8 MB), the process says so (the metric
+    and one warn line), and once the clients read every reply arrives, in
+    order."""
+    import rawzk
+    root = "/order-cap-%s" % new_uuid()[:8]
+    setup = kazoo_factory(private_zk.hostport)
+    setup.create(root + "/big", os.urandom(BIG), makepath=True)
+    proxy = zkwarden_factory.start(private_zk, extra_env={
+        "ZKWARDEN_MAX_BUFFERED_BYTES": str(CAP), "ASAN_OPTIONS": ASAN_SMALL_QUARANTINE})
+    sessions = []
+    for _ in range(SLOW_SESSIONS):
+        sessions.append(rawzk.RawSession(proxy.port, timeout_ms=30000, sock_timeout=30.0, rcvbuf=4096))
+    for r in sessions:
+        r.send(b"".join(rawzk.get_data(x, root + "/big") for x in range(1, SLOW_READS + 1)))
+    t0 = time.monotonic()
+    wait_until(lambda: proxy.metric("zkwarden_buffer_cap_pauses_total") >= 1, 10, what="the bound to stop reads")
+    last = []
+
+    def settled():  # nothing moves any more: every side stopped or drained as far as it may
+        last.append(proxy.metric("zkwarden_buffered_bytes"))
+        return len(last) > 3 and len(set(last[-3:])) == 1
+    wait_until(settled, 10, interval=0.2, what="zkwarden's buffers to settle")
+    held = last[-1]
+    print("settled after %.1f s" % (time.monotonic() - t0))
+    print("%d clients not reading %d replies of %d bytes: zkwarden buffers %d bytes (bound %d)"
+          % (SLOW_SESSIONS, SLOW_READS, BIG, held, CAP))
+    # The bound, plus the frame each connection was writing when it stopped.
+    assert held <= CAP + SLOW_SESSIONS * 1280 * 1024, held
+    assert "over ZKWARDEN_MAX_BUFFERED_BYTES" in proxy.stderr()
+    for r in sessions:
+        for x in range(1, SLOW_READS + 1):
+            xid, _, err, body = r.read_reply()
+            assert (xid, err, len(body)) == (x, 0, 4 + BIG + 68)
+        r.close()
+    wait_until(lambda: proxy.metric("zkwarden_buffered_bytes") < CAP, 10, what="the buffers to drain")
