@@ -13,6 +13,7 @@
 #include "zkw_config.h"
 #include "zkw_fault.h"
 #include "zkw_history.h"
+#include "zkw_journal.h"
 #include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
@@ -125,6 +126,11 @@ int main(int argc, char **argv) {
   uv_loop_t *loop = uv_default_loop();
   if (zkw_tls_start(loop, &cfg) != 0) return 2; /* logged */
   if (zkw_server_start(&srv, loop, &cfg, &zkw_sidecar_hooks, &identity) != 0) return 1;
+  if (cfg.durable_sessions) {
+    bool recovered = false;
+    int jrc = zkw_journal_open(&srv.journal, -1, cfg.durable_sessions, &recovered);
+    if (jrc) zkw_log_warn("no journal (%s): a crash of this process ends every client connection", strerror(-jrc));
+  }
   signals_start(loop);
   /* Without a usable registry the proxy still relays: the error is logged. */
   if (zkw_sidecar_start(&identity, &srv) != 0) zkw_log_warn("relaying without identity features");
@@ -135,6 +141,7 @@ int main(int argc, char **argv) {
   zkw_server_finish(&srv, finish_sessions, &identity);
   signals_stop(loop);
   int rc = uv_loop_close(loop);
+  zkw_journal_close(srv.journal);
   zkw_buf_pool_drain();
   zkw_fault_report();
   zkw_history_audit_close();

@@ -51,6 +51,10 @@ struct zkw_hostport {
     "bound on the bytes zkwarden buffers for all connections together: over it, each connection stops "      \
     "being read at its next frame boundary until the buffers drain under three quarters of it "              \
     "(zkwarden_buffered_bytes)")                                                                             \
+  X(durable_sessions, "ZKWARDEN_DURABLE_SESSIONS", "64", uint, 0, 4096,                                     \
+    "client connections whose state zkwarden keeps in its journal so that its successor (after a crash, an " \
+    "upgrade, a restart) takes them over without the client noticing; connections beyond it are served as " \
+    "before (a crash ends them); 0: none")                                                                   \
   X(upstream_tls, "ZKWARDEN_UPSTREAM_TLS", "off", onoff, 0, 0,                                               \
     "on: every connection to the ensemble is verified TLS (never plaintext); off: plaintext")                \
   X(tls_ca_file, "ZKWARDEN_TLS_CA_FILE", "", pem_file, 0, 0,                                                 \
@@ -112,6 +116,7 @@ struct zkw_config {
   uint32_t handshake_timeout_ms;
   uint32_t max_clients;
   uint32_t max_buffered;
+  uint32_t durable_sessions;
   bool upstream_tls;
   bool session_move;
   bool zombie_move;

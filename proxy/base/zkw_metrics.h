@@ -302,6 +302,12 @@ struct zkw_histogram {
     "read-only, an auth reply outstanding, watches not kept, the client's read timeout too close; and "      \
     "sessions marked unable to move when their auth packets passed the bound kept for a replay "             \
     "(auth_not_kept, counted then). Each is logged.")                                                        \
+  X(recovered_sessions, COUNTER, NONE, "zkwarden_sessions_taken_over_total",                                  \
+    "Client connections this process took over from the previous zkwarden process (a crash, an upgrade, "    \
+    "a restart) with their session re-attached, the client kept connected.")                                  \
+  X(recovered_dropped, COUNTER, NONE, "zkwarden_sessions_not_taken_over_total",                              \
+    "Client connections the previous zkwarden process left that this one closed (not durable, or their "     \
+    "state not whole: each logged with why); the client reconnects as after any crash.")                     \
   X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
     "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \

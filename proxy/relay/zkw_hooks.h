@@ -28,6 +28,8 @@
  *                        ZKW_FORWARD moves it, ZKW_DROP does what a plain
  *                        proxy would (the policy's observe mode)
  *   on_close             the session is closing (once)
+ *   on_recover           instead of the first four: a session a predecessor
+ *                        process served, taken up (zkw_recover.h)
  *
  * Verdicts of on_request and on_reply (negative: a codec status, the session
  * is closed as a protocol error):
@@ -103,6 +105,9 @@ struct zkw_hooks {
   int (*on_move)(struct zkw_session *s, const char *why, bool silent);
   int (*on_notification)(struct zkw_session *s, const struct zkw_watcher_event *ev);
   void (*on_close)(struct zkw_session *s);
+  /* A session a predecessor process left (zkw_recover.h), before it is
+   * re-attached: the policy's bytes it kept for it (zkw_session_persist). */
+  void (*on_recover)(struct zkw_session *s, const uint8_t *kept, size_t len);
   /* The server stops (SIGTERM): policy timers and handles go (policy: the
    * server's policy context). */
   void (*on_stop)(void *policy);

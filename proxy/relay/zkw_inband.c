@@ -112,7 +112,8 @@ static void flush(struct zkw_inband *ib) {
     if (!sendable(s)) break;
     int32_t xid = pick_xid(ib);
     zkw_store_be32(r->frame + 4, (uint32_t)xid);
-    if (zkw_pending_push_owned(&s->pending, xid, r->op, r) || zkw_side_send(&s->upstream, r->frame, r->len)) {
+    if (zkw_pending_push_owned(&s->pending, xid, r->op, r) ||
+        (zkw_journal_pushed(s, xid, r->op, 0, true, 0), zkw_side_send(&s->upstream, r->frame, r->len))) {
       zkw_session_close(s, ZKW_LOG_WARN, "cannot write an in-band request upstream");
       return;
     }

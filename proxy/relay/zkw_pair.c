@@ -172,6 +172,11 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   }
   if (s->srv->hooks && s->srv->hooks->on_close) s->srv->hooks->on_close(s);
   s->phase = ZKW_PHASE_CLOSING;
+  if (s->jr.slot) { /* the connection ends: no successor takes it */
+    uint32_t slot = s->jr.idx;
+    zkw_journal_release(s);
+    if (s->srv->forget) s->srv->forget(s->srv, slot);
+  }
   s->srv->sessions_open--;
   if (s->on_closing) s->on_closing(s); /* zkwarden's own requests get a connection loss; the move ends */
   if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);

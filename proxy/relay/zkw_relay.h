@@ -15,6 +15,7 @@
 #include "zkw_buf.h"
 #include "zkw_config.h"
 #include "zkw_hooks.h"
+#include "zkw_journal.h"
 #include "zkw_log.h"
 #include "zkw_pending.h"
 #include "zkw_watches.h"
@@ -155,6 +156,8 @@ struct zkw_session {
   void (*on_closing)(struct zkw_session *s);
   void (*on_upstream_lost)(struct zkw_session *s, int rc); /* a write met a socket error (zkw_pair.c) */
 
+  struct zkw_jref jr; /* its slot in the journal (zkw_journal.h), if it is durable */
+
   int handles; /* open handles and references; freed when it reaches 0 while closing */
   /* Then the policy's block of hooks->session_size bytes (zkw_session_policy). */
 };
@@ -193,6 +196,11 @@ struct zkw_server {
    * to the TLS ensemble. Its policy context is NULL (no identity, tag or
    * reclaim) and they do not keep the loop alive; the relay stops after the registry session is
    * closed (zkw_server_finish). */
+  struct zkw_journal *journal; /* what a successor needs (zkw_journal.h); NULL: nothing is durable */
+  /* A durable connection accepted, or closed: the keeper holds (or lets go
+   * of) a duplicate of its socket (zkw_keeperlink.h); NULL without one. */
+  int (*adopt)(struct zkw_server *srv, int fd, uint32_t *slot); /* 0: *slot its number */
+  void (*forget)(struct zkw_server *srv, uint32_t slot);
   bool internal;            /* this is the internal relay */
   struct zkw_server *relay; /* the main server's internal relay, or NULL */
   char listen_name[80];     /* ZKWARDEN_LISTEN as ip:port, for the config rewrite */

@@ -71,6 +71,7 @@ static int note(struct zkw_session *s, const struct zkw_reply *rep, int32_t op) 
 /* The barrier is answered (its reply, its replay's or its delivery): the
  * client's requests behind it go on. */
 static void barrier_done(struct zkw_session *s) {
+  s->jr.hold = UINT64_MAX; /* its answer is the client's now (zkw_journal.h) */
   s->barrier = false;
   s->barrier_replayed = false;
   s->barrier_wait = false;
@@ -98,7 +99,10 @@ static int verdict(struct zkw_session *s, const struct zkw_reply *rep, const uin
                    (pflags & ZKW_PENDING_KEPT ? ZKW_REPLY_KEPT : 0u);
   rc = hooks && hooks->on_reply ? hooks->on_reply(s, rep, op, flags, &s->scratch) : ZKW_FORWARD;
   if (at_barrier && rc == ZKW_WITHHOLD) {
-    if (!keep_frame(&s->held_reply, frame, flen)) return ZKW_DROP; /* the client waits for it */
+    if (!keep_frame(&s->held_reply, frame, flen)) {
+      s->jr.hold = s->jr.popped - 1; /* not answered yet (zkw_journal.h) */
+      return ZKW_DROP;                /* the client waits for it */
+    }
     rc = ZKW_E_NOSPACE;
   }
   if (at_barrier || (pflags & ZKW_PENDING_REPLAY))
@@ -136,7 +140,8 @@ int zkw_session_replay(struct zkw_session *s, uint32_t barrier) {
   zkw_buf_release(&s->held_reply);
   s->barrier_replayed = true;
   if (zkw_pending_push_flags(&s->pending, s->barrier_xid, s->barrier_op, ZKW_PENDING_REPLAY) ||
-      zkw_side_send(&s->upstream, s->kept_frame.data, s->kept_frame.len)) {
+      (zkw_journal_pushed(s, s->barrier_xid, s->barrier_op, ZKW_PENDING_REPLAY, true, 0),
+       zkw_side_send(&s->upstream, s->kept_frame.data, s->kept_frame.len))) {
     zkw_session_close(s, ZKW_LOG_WARN, "cannot replay the request after a reclaim");
     return -1;
   }
@@ -146,6 +151,8 @@ int zkw_session_replay(struct zkw_session *s, uint32_t barrier) {
 void zkw_session_deliver(struct zkw_session *s, uint32_t barrier) {
   if (s->phase == ZKW_PHASE_CLOSING || !barrier || zkw_session_barrier(s) != barrier || s->barrier_replayed)
     return;
+  s->jr.hold = UINT64_MAX;
+  zkw_journal_to_client(s, s->held_reply.data, s->held_reply.len, s->jr.popped);
   int rc = zkw_side_send(&s->client, s->held_reply.data, s->held_reply.len);
   zkw_metrics_bytes(false, s->held_reply.len);
   if (rc) {
@@ -181,7 +188,9 @@ int zkw_replies_restore(struct zkw_session *s, zkw_replies_answer_fn *answer) {
   int rc = 0;
   if (s->barrier_lost) {
     s->barrier_lost = false;
+    s->jr.hold = UINT64_MAX;
     if (s->held_reply.len) {
+      zkw_journal_to_client(s, s->held_reply.data, s->held_reply.len, s->jr.popped);
       rc = zkw_side_send(&s->client, s->held_reply.data, s->held_reply.len);
       zkw_metrics_bytes(false, s->held_reply.len);
       if (rc) zkw_session_write_failed(s, &s->client, rc);

@@ -57,6 +57,8 @@ struct zkw_sc_session {
   bool silent_server; /* observe mode: its server went silent (a move not made), and has not answered since */
   bool would_moved;   /* observe mode: the move not made is reported (once per connection) */
   struct zkw_reclaim *reclaims; /* reclaims at create of its locks under way (zkw_reclaim.c) */
+  uint64_t saved_incarnation;   /* what the journal holds for a successor (zkw_sidecar.c) */
+  bool saved_conflict;
 };
 
 static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {

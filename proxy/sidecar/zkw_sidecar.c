@@ -26,6 +26,33 @@
 #include "zkw_replies.h"
 #include "zkw_session.h"
 
+/* What a successor process needs of the session (zkw_journal.h): its
+ * incarnation, and whether it is relayed as a plain client in a conflict.
+ * Kept when it changed, as each frame passes. */
+struct kept {
+  uint64_t incarnation;
+  uint8_t plain_conflict;
+};
+
+static void keep_for_successor(struct zkw_session *s) {
+  struct zkw_sc_session *sc = zkw_sc(s);
+  if (sc->incarnation == sc->saved_incarnation && sc->plain_conflict == sc->saved_conflict) return;
+  sc->saved_incarnation = sc->incarnation;
+  sc->saved_conflict = sc->plain_conflict;
+  struct kept k = {sc->incarnation, sc->plain_conflict};
+  zkw_journal_policy(s, &k, sizeof k);
+}
+
+static void on_recover(struct zkw_session *s, const uint8_t *data, size_t len) {
+  struct zkw_sc_session *sc = zkw_sc(s);
+  struct kept k;
+  if (len != sizeof k) return; /* nothing kept: a plain client until it acts as the JobManager */
+  memcpy(&k, data, sizeof k);
+  sc->incarnation = sc->saved_incarnation = k.incarnation;
+  sc->plain_conflict = sc->saved_conflict = k.plain_conflict;
+  sc->acts_as_jm = k.incarnation || k.plain_conflict;
+}
+
 static bool is_config_node(struct zkw_bytes path) {
   size_t n = strlen(ZKW_CONFIG_NODE);
   return path.len == (int32_t)n && memcmp(path.p, ZKW_CONFIG_NODE, n) == 0;
@@ -70,6 +97,7 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
     verdict |= keep;
   }
   if (req->type == ZKW_OP_GET_DATA && is_config_node(req->op.path)) verdict |= ZKW_MARK;
+  keep_for_successor(s);
   return verdict;
 }
 
@@ -95,6 +123,7 @@ static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t 
                     struct zkw_buf *out) {
   struct zkw_sc_session *sc = zkw_sc(s);
   sc->silent_server = false; /* it answers again */
+  keep_for_successor(s);
   if (sc->jm_xid && sc->jm_xid == rep->xid) {
     sc->jm_xid = 0;
     if (rep->err == 0 && (op == ZKW_OP_CREATE || op == ZKW_OP_CREATE2))
@@ -160,6 +189,7 @@ const struct zkw_hooks zkw_sidecar_hooks = {
     .on_notification = zkw_sweepwatch_on_notification,
     .on_move = on_move,
     .on_close = on_close,
+    .on_recover = on_recover,
     .on_stop = on_stop,
 };
 

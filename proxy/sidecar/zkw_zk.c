@@ -44,6 +44,8 @@ struct zkw_zk {
    * thread: its state, delivered by the next drain (0: none). */
   atomic_int lost_state;
   bool enforced_logged;
+  clientid_t resume; /* the session to re-attach at the first open (a predecessor's: zkw_zk_open_resumed) */
+  bool has_resume;
 };
 
 static void push(struct zkw_zk *zk, struct zk_op *op) {
@@ -162,7 +164,10 @@ void zkw_zk_client_log(const char *message) {
 
 static int open_handle(struct zkw_zk *zk) {
   zk->connected = false;
-  zk->zh = zookeeper_init2(zk->hosts, watcher, zk->timeout_ms, NULL, zk, 0, zkw_zk_client_log);
+  zk->zh = zookeeper_init2(zk->hosts, watcher, zk->timeout_ms, zk->has_resume ? &zk->resume : NULL, zk, 0,
+                           zkw_zk_client_log);
+  memset(&zk->resume, 0, sizeof zk->resume); /* once: a session re-created later is a new one */
+  zk->has_resume = false;
   if (!zk->zh) return -errno;
   /* The C client would resolve the host list again at every turn of its I/O
    * thread (getaddrinfo with a netlink dump: about 10 syscalls); resolve at
@@ -190,8 +195,27 @@ static void opening_failed_closed(uv_handle_t *h) {
 
 int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
                 zkw_zk_event_cb on_event, void *arg) {
+  return zkw_zk_open_resumed(out, loop, hosts, timeout_ms, auth, on_event, arg, 0, NULL);
+}
+
+bool zkw_zk_client_id(const struct zkw_zk *zk, int64_t *id, uint8_t passwd[16]) {
+  const clientid_t *c = zk->zh && zk->connected ? zoo_client_id(zk->zh) : NULL;
+  if (!c || !c->client_id) return false;
+  *id = c->client_id;
+  memcpy(passwd, c->passwd, 16);
+  return true;
+}
+
+int zkw_zk_open_resumed(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms,
+                        const char *auth, zkw_zk_event_cb on_event, void *arg, int64_t session,
+                        const uint8_t *passwd) {
   struct zkw_zk *zk = zkw_calloc(1, sizeof *zk);
   if (!zk) return -ENOMEM;
+  if (session && passwd) {
+    zk->resume.client_id = session;
+    memcpy(zk->resume.passwd, passwd, sizeof zk->resume.passwd);
+    zk->has_resume = true;
+  }
   zk->loop = loop;
   zk->hosts = zkw_strdup(zkw_tls_route(hosts)); /* the internal relay under TLS */
   zk->auth = auth ? zkw_strdup(auth) : NULL;

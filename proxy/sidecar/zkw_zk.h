@@ -27,6 +27,14 @@ typedef void (*zkw_zk_event_cb)(void *arg, int type, int state, const char *path
 /* hosts: "h:p,h:p"; auth: "user:password" for the digest scheme or NULL. */
 int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
                 zkw_zk_event_cb on_event, void *arg) __attribute__((warn_unused_result));
+/* The same, re-attaching the session `session` (its password: 16 bytes) that
+ * a predecessor process left open (zkw_journal.h); one that expired gives
+ * way to a new session as usual. */
+int zkw_zk_open_resumed(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms,
+                        const char *auth, zkw_zk_event_cb on_event, void *arg, int64_t session,
+                        const uint8_t *passwd) __attribute__((warn_unused_result));
+/* The connected session's id and password (for a successor), or false. */
+bool zkw_zk_client_id(const struct zkw_zk *zk, int64_t *id, uint8_t passwd[16]);
 /* Closes the session (its ephemerals go at once) and frees everything.
  * Blocks briefly: call at shutdown, outside callbacks. Pending callbacks
  * are not called. */
