@@ -11,6 +11,7 @@
 #include "zkw_codec.h"
 #include "zkw_encode.h"
 #include "zkw_pair.h"
+#include "zkw_journal.h"
 
 #define INBAND_FRAME_MAX      1200 /* header + a path of up to 1,024 bytes + flags */
 #define INBAND_TIMEOUT_MIN_MS 1000

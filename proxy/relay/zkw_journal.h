@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "zkw_jref.h"
+
 struct zkw_session;
 
 /* Sizes of a slot's parts. */
@@ -87,21 +89,6 @@ struct zkw_jsession {
 };
 
 struct zkw_journal;
-
-/* A session's part (struct zkw_session.jr): its slot, and where its streams
- * and requests stand. */
-struct zkw_jref {
-  struct zkw_journal *j;
-  void *slot; /* NULL: not durable */
-  uint32_t idx;
-  uint64_t popped;     /* pending entries matched (their replies come in order) */
-  uint64_t hold;       /* a withheld reply's entry: nothing from it on is answered (UINT64_MAX: none) */
-  uint64_t head, tail; /* answered as committed; pushed */
-  uint64_t in_logged;  /* client stream offset: read */
-  uint64_t in_base;    /* client stream offset of the client's in buffer's first byte */
-  uint64_t out_logged; /* client stream offset: for the client */
-  uint32_t watches_gen, watches_len, watches_which;
-};
 
 /* Opens the journal on fd (a memfd handed over or held by the keeper; -1:
  * a new one), sized for `slots` durable connections. *recovered: the file

@@ -14,6 +14,7 @@
 #include "zkw_replies.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
+#include "zkw_journal.h"
 
 /* The move ends this long before the client's read timeout at the latest:
  * its pings, waiting meanwhile, must still get their answers in time. */

@@ -11,6 +11,7 @@
 #include "zkw_fault.h"
 #include "zkw_metrics.h"
 #include "zkw_tls.h"
+#include "zkw_journal.h"
 
 /* Bound on flushing queued bytes to a side once the session is closing. */
 #define ZKW_CLOSE_FLUSH_MS 2000

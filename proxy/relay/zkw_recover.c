@@ -17,6 +17,7 @@
 #include "zkw_session.h"
 #include "zkw_sockcount.h"
 #include "zkw_text.h"
+#include "zkw_journal.h"
 
 /* Why the slot cannot be taken up, or NULL. */
 static const char *unrecoverable(const struct zkw_jsession *js, uint64_t consumed, uint64_t written) {

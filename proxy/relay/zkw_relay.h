@@ -15,7 +15,7 @@
 #include "zkw_buf.h"
 #include "zkw_config.h"
 #include "zkw_hooks.h"
-#include "zkw_journal.h"
+#include "zkw_jref.h"
 #include "zkw_log.h"
 #include "zkw_pending.h"
 #include "zkw_watches.h"

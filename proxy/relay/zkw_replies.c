@@ -10,6 +10,7 @@
 #include "zkw_inband.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
+#include "zkw_journal.h"
 
 /* Copies a frame into a session buffer (a kept request, the withheld
  * reply). */

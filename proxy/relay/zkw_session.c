@@ -22,6 +22,7 @@
 #include "zkw_text.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
+#include "zkw_journal.h"
 
 /* Monotonic ns of the last byte read from an upstream server (0: never). */
 static uint64_t upstream_seen_ns;

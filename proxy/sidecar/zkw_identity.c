@@ -16,6 +16,7 @@
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
 #include "zkw_session.h"
+#include "zkw_journal.h"
 
 /* A new session within this time after a superseded client came back alive
  * is a conflict. */

@@ -25,6 +25,7 @@
 #include "zkw_rewrite.h"
 #include "zkw_replies.h"
 #include "zkw_session.h"
+#include "zkw_journal.h"
 
 /* What a successor process needs of the session (zkw_journal.h): its
  * incarnation, and whether it is relayed as a plain client in a conflict.
