@@ -18,7 +18,8 @@ int zkw_encode_request(uint8_t *buf, size_t cap, const struct zkw_request *req, 
 
 /* Any reply: header + (err == 0 ? body of req_type's zkw_rep_kind : nothing);
  * xid -1 writes the WatcherEvent. */
-int zkw_encode_reply(uint8_t *buf, size_t cap, const struct zkw_reply *rep, int32_t req_type, size_t *out_len);
+int zkw_encode_reply(uint8_t *buf, size_t cap, const struct zkw_reply *rep, int32_t req_type,
+                     size_t *out_len);
 
 /* Building a multi body op by op: write the ops with zkw_wr_multi_req /
  * zkw_wr_multi_rep, then zkw_wr_multi_end. */

@@ -129,7 +129,8 @@ int main(int argc, char **argv) {
   if (cfg.durable_sessions) {
     bool recovered = false;
     int jrc = zkw_journal_open(&srv.journal, -1, cfg.durable_sessions, &recovered);
-    if (jrc) zkw_log_warn("no journal (%s): a crash of this process ends every client connection", strerror(-jrc));
+    if (jrc)
+      zkw_log_warn("no journal (%s): a crash of this process ends every client connection", strerror(-jrc));
   }
   signals_start(loop);
   /* Without a usable registry the proxy still relays: the error is logged. */

@@ -234,14 +234,15 @@ struct zkw_histogram {
   X(fence_failures, COUNTER, NONE, "zkwarden_fence_failures_total",                                          \
     "Fencing attempts that failed or timed out.")                                                            \
   X(reclaims_create, COUNTER, NONE, "zkwarden_reclaims_at_create_total",                                     \
-    "Stale locks that made a lock create get NODEEXISTS, replaced by the JobManager's own lock in-band (the " \
-    "JobManager got the server's NODEEXISTS: for Flink, the lock is held).")                                  \
+    "Stale locks that made a lock create get NODEEXISTS, replaced by the JobManager's own lock in-band "     \
+    "(the "                                                                                                  \
+    "JobManager got the server's NODEEXISTS: for Flink, the lock is held).")                                 \
   X(reclaims_delete, COUNTER, NONE, "zkwarden_reclaims_at_delete_total",                                     \
     "Deletes replayed after deleting the stale locks that caused NOTEMPTY.")                                 \
   X(barrier_waits, COUNTER, NONE, "zkwarden_lock_delete_waits_total",                                        \
     "Deletes under the lock roots with a further request of the client's waiting behind them: it goes to "   \
-    "the server only once the client has the delete's answer (after a reclaim at delete, if one runs), so "   \
-    "the server executes a session's requests in its order.")                                                 \
+    "the server only once the client has the delete's answer (after a reclaim at delete, if one runs), so "  \
+    "the server executes a session's requests in its order.")                                                \
   X(stale_locks_swept, COUNTER, NONE, "zkwarden_stale_locks_swept_total",                                    \
     "Stale locks of this identity deleted by a sweep.")                                                      \
   X(zombie_ephemerals, COUNTER, NONE, "zkwarden_zombie_ephemerals_total",                                    \
@@ -302,9 +303,9 @@ struct zkw_histogram {
     "read-only, an auth reply outstanding, watches not kept, the client's read timeout too close; and "      \
     "sessions marked unable to move when their auth packets passed the bound kept for a replay "             \
     "(auth_not_kept, counted then). Each is logged.")                                                        \
-  X(recovered_sessions, COUNTER, NONE, "zkwarden_sessions_taken_over_total",                                  \
+  X(recovered_sessions, COUNTER, NONE, "zkwarden_sessions_taken_over_total",                                 \
     "Client connections this process took over from the previous zkwarden process (a crash, an upgrade, "    \
-    "a restart) with their session re-attached, the client kept connected.")                                  \
+    "a restart) with their session re-attached, the client kept connected.")                                 \
   X(recovered_dropped, COUNTER, NONE, "zkwarden_sessions_not_taken_over_total",                              \
     "Client connections the previous zkwarden process left that this one closed (not durable, or their "     \
     "state not whole: each logged with why); the client reconnects as after any crash.")                     \

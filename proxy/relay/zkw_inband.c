@@ -147,7 +147,8 @@ static struct zkw_inband *inband_of(struct zkw_session *s) {
 }
 
 /* A request of cap bytes of frame, not yet queued (NULL: out of memory). */
-static struct inband_req *new_request(struct zkw_session *s, int32_t op, size_t cap, zkw_zk_cb cb, void *arg) {
+static struct inband_req *new_request(struct zkw_session *s, int32_t op, size_t cap, zkw_zk_cb cb,
+                                      void *arg) {
   struct zkw_inband *ib = inband_of(s);
   struct inband_req *r = ib ? zkw_malloc(sizeof *r + cap) : NULL;
   if (r) *r = (struct inband_req){.cb = cb, .arg = arg, .op = op};

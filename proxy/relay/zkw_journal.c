@@ -122,7 +122,8 @@ int zkw_journal_open(struct zkw_journal **out, int fd, uint32_t slots, bool *rec
   }
   j->h = (struct header *)j->base;
   bool valid = had >= HEADER_SIZE && j->h->magic == MAGIC && j->h->version == VERSION &&
-               j->h->slot_size == sizeof(struct slot) && j->h->slots <= (j->size - HEADER_SIZE) / sizeof(struct slot);
+               j->h->slot_size == sizeof(struct slot) &&
+               j->h->slots <= (j->size - HEADER_SIZE) / sizeof(struct slot);
   uint32_t total = valid && j->h->slots > slots ? j->h->slots : slots;
   j->free_list = zkw_calloc(total ? total : 1, sizeof *j->free_list);
   j->recovered = zkw_calloc(total ? total : 1, 1);
@@ -216,7 +217,8 @@ int zkw_journal_read(struct zkw_journal *j, uint32_t i, struct zkw_jsession *out
   return 0;
 }
 
-struct zkw_jpending zkw_journal_pending_at(const struct zkw_journal *j, const struct zkw_jsession *js, uint32_t i) {
+struct zkw_jpending zkw_journal_pending_at(const struct zkw_journal *j, const struct zkw_jsession *js,
+                                           uint32_t i) {
   const struct slot *sl = slot_at(j, js->slot);
   return sl->pend[(js->head + i) % ZKW_JOURNAL_PENDING];
 }
@@ -232,8 +234,8 @@ static void ring_copy(const uint8_t *ring, size_t cap, uint64_t from, uint64_t t
   }
 }
 
-int zkw_journal_client_bytes(const struct zkw_journal *j, const struct zkw_jsession *js, bool out, uint64_t from,
-                             uint8_t *dst) {
+int zkw_journal_client_bytes(const struct zkw_journal *j, const struct zkw_jsession *js, bool out,
+                             uint64_t from, uint8_t *dst) {
   const struct slot *sl = slot_at(j, js->slot);
   uint64_t to = out ? js->out_logged : js->in_logged;
   size_t cap = out ? ZKW_JOURNAL_OUT_RING : ZKW_JOURNAL_IN_RING;
@@ -352,7 +354,8 @@ void zkw_journal_client_handled(struct zkw_session *s, uint64_t end) {
   if (sl && end > sl->in_handled) sl->in_handled = end;
 }
 
-void zkw_journal_pushed(struct zkw_session *s, int32_t xid, int32_t op, uint8_t flags, bool owned, uint64_t end) {
+void zkw_journal_pushed(struct zkw_session *s, int32_t xid, int32_t op, uint8_t flags, bool owned,
+                        uint64_t end) {
   struct slot *sl = slot_of(s);
   if (!sl) return;
   uint64_t t = s->jr.tail;

@@ -47,13 +47,13 @@
 struct zkw_session;
 
 /* Sizes of a slot's parts. */
-#define ZKW_JOURNAL_PENDING   2048          /* requests in flight kept */
-#define ZKW_JOURNAL_AUTH      (64 * 1024)   /* auth packets (zkw_move.c keeps at most this) */
-#define ZKW_JOURNAL_WATCHES   (128 * 1024)  /* the watch table as setWatches frames, each of two */
-#define ZKW_JOURNAL_IN_RING   (256 * 1024)  /* bytes read from the client, not yet handled */
-#define ZKW_JOURNAL_OUT_RING  (1024 * 1024) /* bytes for the client, not yet written */
-#define ZKW_JOURNAL_POLICY    64            /* the policy's bytes per session */
-#define ZKW_JOURNAL_PROCESS   4096          /* the policy's bytes for the process (the sidecar's identity) */
+#define ZKW_JOURNAL_PENDING  2048          /* requests in flight kept */
+#define ZKW_JOURNAL_AUTH     (64 * 1024)   /* auth packets (zkw_move.c keeps at most this) */
+#define ZKW_JOURNAL_WATCHES  (128 * 1024)  /* the watch table as setWatches frames, each of two */
+#define ZKW_JOURNAL_IN_RING  (256 * 1024)  /* bytes read from the client, not yet handled */
+#define ZKW_JOURNAL_OUT_RING (1024 * 1024) /* bytes for the client, not yet written */
+#define ZKW_JOURNAL_POLICY   64            /* the policy's bytes per session */
+#define ZKW_JOURNAL_PROCESS  4096          /* the policy's bytes for the process (the sidecar's identity) */
 
 /* A request in flight, as kept (the relay's pending ring mirrored). */
 struct zkw_jpending {
@@ -106,12 +106,13 @@ uint32_t zkw_journal_slots(const struct zkw_journal *j);
  * that slot or zkw_journal_forget_previous. */
 int zkw_journal_read(struct zkw_journal *j, uint32_t slot, struct zkw_jsession *out);
 /* The i-th request in flight of a slot read (0: the oldest). */
-struct zkw_jpending zkw_journal_pending_at(const struct zkw_journal *j, const struct zkw_jsession *js, uint32_t i);
+struct zkw_jpending zkw_journal_pending_at(const struct zkw_journal *j, const struct zkw_jsession *js,
+                                           uint32_t i);
 /* The client stream's logged bytes from stream offset `from` to the end of
  * the log (toward the client when out, else read from it) into dst. Returns
  * 0, or -ERANGE when the ring no longer holds them. */
-int zkw_journal_client_bytes(const struct zkw_journal *j, const struct zkw_jsession *js, bool out, uint64_t from,
-                             uint8_t *dst);
+int zkw_journal_client_bytes(const struct zkw_journal *j, const struct zkw_jsession *js, bool out,
+                             uint64_t from, uint8_t *dst);
 /* Every slot not taken by a recovered session is free again. */
 void zkw_journal_forget_previous(struct zkw_journal *j);
 
@@ -137,7 +138,8 @@ void zkw_journal_client_read(struct zkw_session *s, const uint8_t *p, size_t n);
 void zkw_journal_client_handled(struct zkw_session *s, uint64_t end);
 /* A request pushed on the pending ring (end: the client stream offset after
  * it; 0 for zkwarden's own), before it goes upstream. */
-void zkw_journal_pushed(struct zkw_session *s, int32_t xid, int32_t op, uint8_t flags, bool owned, uint64_t end);
+void zkw_journal_pushed(struct zkw_session *s, int32_t xid, int32_t op, uint8_t flags, bool owned,
+                        uint64_t end);
 /* Bytes for the client, logged and committed before they are written, with
  * head: the pending entries (counted from the session's first) answered or
  * consumed with them and before them. */

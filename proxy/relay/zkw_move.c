@@ -251,8 +251,7 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
 bool zkw_move_recover(struct zkw_session *s) {
   int no = not_movable(s);
   if (no >= 0 || !s->srv->cfg->session_move) {
-    zkw_slog(s, ZKW_LOG_INFO, "not recovered: %s",
-             no >= 0 ? refusal_text[no] : "ZKWARDEN_SESSION_MOVE=off");
+    zkw_slog(s, ZKW_LOG_INFO, "not recovered: %s", no >= 0 ? refusal_text[no] : "ZKWARDEN_SESSION_MOVE=off");
     return false;
   }
   uint64_t now = uv_now(s->srv->loop);

@@ -152,8 +152,7 @@ void zkw_session_out_of_memory(struct zkw_session *s, const char *what) {
 
 void zkw_session_read_client(struct zkw_session *s) {
   struct zkw_side *c = &s->client;
-  if (!c->paused || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER)
-    return;
+  if (!c->paused || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER) return;
   c->paused = false;
   c->resumed_ms = uv_now(s->srv->loop);
   zkw_side_start_reading(c);

@@ -128,10 +128,11 @@ int zkw_recover_session(struct zkw_server *srv, uint32_t slot, int fd) {
     return -1;
   }
   ZKW_METRIC_INC(recovered_sessions);
-  zkw_slog(s, ZKW_LOG_INFO,
-           "taken over from the previous zkwarden process: %zu request byte(s) to handle, %zu reply byte(s) to "
-           "write, %u request(s) in flight",
-           s->client.in.len, s->client.out.len, js.pending_count);
+  zkw_slog(
+      s, ZKW_LOG_INFO,
+      "taken over from the previous zkwarden process: %zu request byte(s) to handle, %zu reply byte(s) to "
+      "write, %u request(s) in flight",
+      s->client.in.len, s->client.out.len, js.pending_count);
   if (s->client.out.len) zkw_side_flush(&s->client);
   return 0;
 }

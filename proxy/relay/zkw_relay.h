@@ -102,21 +102,21 @@ struct zkw_session {
    * zkw_replies.h). A barrier in flight or withheld keeps the client's later
    * requests back (barrier_wait); its reply may be withheld until the policy
    * replays the request or delivers the reply. */
-  bool barrier;         /* a barrier's reply is withheld (held_reply) */
-  bool barrier_wait;    /* a barrier is in flight or withheld: the client's next request waits */
+  bool barrier;              /* a barrier's reply is withheld (held_reply) */
+  bool barrier_wait;         /* a barrier is in flight or withheld: the client's next request waits */
   bool barrier_wait_counted; /* a request of the client's waited behind this barrier (metrics) */
-  bool barrier_replayed; /* the withheld barrier's request was sent again: its reply is the replay's */
+  bool barrier_replayed;     /* the withheld barrier's request was sent again: its reply is the replay's */
   bool barrier_lost;    /* a move took the withheld barrier: answered first at the restore (zkw_move.c) */
   uint32_t barrier_gen; /* numbers the barrier replies given to the policy: its replay or deliver names the
                            one it means */
   uint32_t kept;        /* kept requests whose reply has not come yet */
   int32_t barrier_xid, barrier_op;
-  struct zkw_buf kept_frames;   /* copies of the kept requests in flight, in order */
-  struct zkw_buf kept_frame;    /* the request whose reply the policy is given (or the withheld barrier's) */
-  struct zkw_buf held_reply;    /* the barrier's reply, withheld (ZKW_WITHHOLD) */
-  struct zkw_buf scratch;        /* a replaced frame on its way out */
-  bool held;                     /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
-  bool processing;               /* inside process(): resume afterwards, not now */
+  struct zkw_buf kept_frames; /* copies of the kept requests in flight, in order */
+  struct zkw_buf kept_frame;  /* the request whose reply the policy is given (or the withheld barrier's) */
+  struct zkw_buf held_reply;  /* the barrier's reply, withheld (ZKW_WITHHOLD) */
+  struct zkw_buf scratch;     /* a replaced frame on its way out */
+  bool held;                  /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
+  bool processing;            /* inside process(): resume afterwards, not now */
   bool resume_pending;
 
   /* Moving the session to another server (zkw_move.h). */
@@ -186,7 +186,7 @@ struct zkw_server {
    * that came back most recently (zkw_upstream.h). 0: never. */
   uint64_t up_lost_ms[ZKW_MAX_UPSTREAMS];
   uint64_t up_back_ms[ZKW_MAX_UPSTREAMS];
-  uint64_t rng; /* the move's random choice among the other servers */
+  uint64_t rng;    /* the move's random choice among the other servers */
   uint32_t capped; /* sides not read because the buffers passed ZKWARDEN_MAX_BUFFERED_BYTES (zkw_pair.h) */
   uv_timer_t cap_timer; /* while some are: looks again (buffers that drain elsewhere, the admin's) */
   bool stopping;

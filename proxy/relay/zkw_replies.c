@@ -96,13 +96,14 @@ static int verdict(struct zkw_session *s, const struct zkw_reply *rep, const uin
     s->barrier_op = op;
   }
   const struct zkw_hooks *hooks = s->srv->hooks;
-  unsigned flags = (at_barrier ? ZKW_REPLY_AT_BARRIER : 0u) | (pflags & ZKW_PENDING_MARK ? ZKW_REPLY_MARKED : 0u) |
+  unsigned flags = (at_barrier ? ZKW_REPLY_AT_BARRIER : 0u) |
+                   (pflags & ZKW_PENDING_MARK ? ZKW_REPLY_MARKED : 0u) |
                    (pflags & ZKW_PENDING_KEPT ? ZKW_REPLY_KEPT : 0u);
   rc = hooks && hooks->on_reply ? hooks->on_reply(s, rep, op, flags, &s->scratch) : ZKW_FORWARD;
   if (at_barrier && rc == ZKW_WITHHOLD) {
     if (!keep_frame(&s->held_reply, frame, flen)) {
       s->jr.hold = s->jr.popped - 1; /* not answered yet (zkw_journal.h) */
-      return ZKW_DROP;                /* the client waits for it */
+      return ZKW_DROP;               /* the client waits for it */
     }
     rc = ZKW_E_NOSPACE;
   }

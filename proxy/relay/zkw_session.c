@@ -219,8 +219,9 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   uint8_t pflags = action & ZKW_MARK ? ZKW_PENDING_MARK : 0;
   if (action & (ZKW_KEEP | ZKW_BARRIER)) {
     pflags |= ZKW_PENDING_KEPT | (action & ZKW_BARRIER ? ZKW_PENDING_BARRIER : 0);
-    rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE ? zkw_replies_keep_request(s, s->scratch.data, s->scratch.len)
-                                                    : zkw_replies_keep_request(s, frame, flen);
+    rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE
+             ? zkw_replies_keep_request(s, s->scratch.data, s->scratch.len)
+             : zkw_replies_keep_request(s, frame, flen);
     if (rc) return rc;
   }
   action &= ZKW_VERDICT_MASK;
@@ -669,7 +670,8 @@ static void make_durable(struct zkw_session *s) {
   uv_os_fd_t fd;
   if (srv->adopt && (uv_fileno((uv_handle_t *)&s->client.tcp, &fd) != 0 || srv->adopt(srv, fd, &slot) != 0))
     return;
-  if (zkw_journal_take(srv->journal, s, slot) < 0 && slot != UINT32_MAX && srv->forget) srv->forget(srv, slot);
+  if (zkw_journal_take(srv->journal, s, slot) < 0 && slot != UINT32_MAX && srv->forget)
+    srv->forget(srv, slot);
 }
 
 int zkw_session_accept(struct zkw_server *srv) {

@@ -56,7 +56,8 @@ int zkw_watches_encode(const struct zkw_watches *w, int64_t relative_zxid, struc
     __attribute__((warn_unused_result));
 /* Loads setWatches frames (zkw_watches_encode's) into the table. Returns 0,
  * or -1 (a frame that does not decode, or out of memory). */
-int zkw_watches_load(struct zkw_watches *w, const uint8_t *frames, size_t len) __attribute__((warn_unused_result));
+int zkw_watches_load(struct zkw_watches *w, const uint8_t *frames, size_t len)
+    __attribute__((warn_unused_result));
 /* The kinds kept for a path (0: none). */
 unsigned zkw_watches_kinds(const struct zkw_watches *w, const char *path, size_t len);
 void zkw_watches_free(struct zkw_watches *w);

@@ -183,8 +183,9 @@ static void keep_for_successor(struct zkw_identity *id) {
   snprintf(k.instance, sizeof k.instance, "%s", id->instance);
   int rc = zkw_journal_save_process(id->srv->journal, &k, sizeof k);
   memset(&k, 0, sizeof k);
-  if (rc) zkw_log_warn("identity %s: cannot keep the registry session for a successor: %s",
-                       zkw_identity_name(id), strerror(-rc));
+  if (rc)
+    zkw_log_warn("identity %s: cannot keep the registry session for a successor: %s", zkw_identity_name(id),
+                 strerror(-rc));
 }
 
 /* What a predecessor kept for this identity: true and k filled, or false. */

@@ -41,12 +41,12 @@ static const char NOT_A_LOCK[] = "not a lock (its name is not a UUID)";
 struct zkw_reclaim {
   struct zkw_session *s;
   struct zkw_identity *id;
-  struct zkw_reclaim *next;  /* the session's reclaims at create (zkw_sc_session.reclaims) */
-  uint32_t barrier;      /* at delete: the barrier whose reply is withheld (0: observe mode, none) */
+  struct zkw_reclaim *next; /* the session's reclaims at create (zkw_sc_session.reclaims) */
+  uint32_t barrier;         /* at delete: the barrier whose reply is withheld (0: observe mode, none) */
   bool is_create;
-  bool observing;        /* observe mode: read through the registry session, change nothing */
-  bool released;         /* at create: the JobManager deleted the lock since its NODEEXISTS */
-  uint8_t *request;      /* at create: the JobManager's create (RequestHeader + CreateRequest, tagged) */
+  bool observing;   /* observe mode: read through the registry session, change nothing */
+  bool released;    /* at create: the JobManager deleted the lock since its NODEEXISTS */
+  uint8_t *request; /* at create: the JobManager's create (RequestHeader + CreateRequest, tagged) */
   size_t request_len;
   char path[1024];
   int pending; /* operations in flight */
@@ -233,8 +233,8 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
   } else if (r->rc == ZOK) {
     rcl->deleted++;
     zkw_slog(rcl->s, ZKW_LOG_INFO,
-             "reclaim at delete: deleted stale lock %s (identity %s, incarnation %" PRIu64 ", session 0x%" PRIx64
-             ")",
+             "reclaim at delete: deleted stale lock %s (identity %s, incarnation %" PRIu64
+             ", session 0x%" PRIx64 ")",
              c->path, c->tag.identity, c->tag.incarnation, (uint64_t)c->owner);
     zkw_history_record(&(struct zkw_action){reclaim_kind(rcl), c->path, c->version, "NOTEMPTY: stale lock",
                                             c->owner, c->tag.identity, c->tag.incarnation});

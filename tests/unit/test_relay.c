@@ -402,7 +402,8 @@ static bool reply(int fd, int32_t xid, int32_t err) {
 /* The relay re-attaches the session (its upstream went away): accepts the
  * new connection, checks its ConnectRequest (the session, last_zxid),
  * answers it and the setWatches that follows. The new connection, or -1. */
-static int reattach(int up, uint8_t *buf, size_t cap, int64_t last_zxid, const struct zkw_connect_resp *resp) {
+static int reattach(int up, uint8_t *buf, size_t cap, int64_t last_zxid,
+                    const struct zkw_connect_resp *resp) {
   if (!readable(up)) return -1;
   int u = accept(up, NULL, NULL);
   struct zkw_connect_req again;
