@@ -549,6 +549,7 @@ static void sweep_start(struct zkw_identity *id) {
   int left = zkw_identity_own_trees(id, &trees);
   uint64_t now = now_ms();
   if (!s) return schedule(id, SWEEP_NO_JM_MS);
+  zkw_sweepwatch_ask(s); /* while the pass waits for a burst to end, the server's version comes */
   if (left)
     zkw_log_info("identity %s: sweep: %d tree(s) of earlier incarnations find no room beside the operator's "
                  "and the current incarnation's (%d in all): not read",

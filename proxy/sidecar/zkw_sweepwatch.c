@@ -226,6 +226,10 @@ static bool supported(const struct zkw_session *s) {
   return false;
 }
 
+void zkw_sweepwatch_ask(const struct zkw_session *s) {
+  if (s->srv->cfg->sweep_watch && !s->srv->cfg->observe) (void)supported(s);
+}
+
 bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, uint32_t *idx,
                                    uint64_t *gen) {
   if (!w.server.conn || w.server.verdict != VERSION_UNKNOWN) return false;

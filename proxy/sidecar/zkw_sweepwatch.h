@@ -47,6 +47,10 @@ bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, 
 /* That server's answer to `srvr` (NULL or empty: none). */
 void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer);
 
+/* The sweep will read on s: if the version of its server is not known for
+ * this connection yet, it is asked now (the readiness probe's next tick), so
+ * that the walk may set the watch. */
+void zkw_sweepwatch_ask(const struct zkw_session *s);
 /* Before a walk of trees on s: the watch is set on each tree not yet
  * watched there (in-band, ahead of the walk's reads), and what was kept is
  * forgotten (the walk reads it all). False when no watch can be had here
