@@ -434,6 +434,12 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   uv_freeaddrinfo(res);
 }
 
+/* The sweep wants a version: a probe's loop that waits for its next tick
+ * asks at once. */
+static void version_kick(void) {
+  if (health.started && !health.stopping && health.state == IDLE) schedule(0);
+}
+
 /* The sweep waits for the version of the JobManager's server: `srvr` at
  * the address its connection went to. False when none is wanted. */
 static bool version_probe(void) {
@@ -533,6 +539,7 @@ int zkw_health_start(struct zkw_server *srv) {
   if (rc) return rc;
   health.handles = 1;
   health.started = true;
+  zkw_sweepwatch_on_ask(version_kick);
   schedule(0);
   return 0;
 }
@@ -545,6 +552,7 @@ static void timer_closed_cb(uv_handle_t *hd) {
 void zkw_health_stop(void) {
   if (!health.started || health.stopping) return;
   health.stopping = true;
+  zkw_sweepwatch_on_ask(NULL);
   uv_close((uv_handle_t *)&health.timer, timer_closed_cb);
   if (health.state == RESOLVING) uv_cancel((uv_req_t *)&health.gai);
   if (health.tcp_open) {

@@ -50,7 +50,9 @@
 #define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
 #define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
 #define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
-#define SWEEP_REDO_TEXT     160  /* how the log line names what a pass left */
+#define SWEEP_VERSION_MS    20 /* the server's version is asked (zkw_sweepwatch_answer_due): look again after \
+                                */
+#define SWEEP_REDO_TEXT 160    /* how the log line names what a pass left */
 
 /* A node to read: getData (a lock, or a node the watch kept) or
  * getChildren2 (a node to list). */
@@ -568,6 +570,9 @@ static void sweep_start(struct zkw_identity *id) {
     if (burst && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS) return schedule(id, BURST_SLOT_MS);
     sweeper.first_since = 0;
   }
+  /* The first walk on a connection sets the watch once its server said it
+   * takes it: that answer is a moment away. */
+  if (zkw_sweepwatch_answer_due(s, uv_now(id->srv->loop))) return schedule(id, SWEEP_VERSION_MS);
   struct sweep *sw = zkw_calloc(1, sizeof *sw);
   if (!sw) {
     zkw_log_warn("identity %s: out of memory starting a sweep; trying again in %d ms", zkw_identity_name(id),

@@ -22,6 +22,7 @@
 #define WATCH_RECURSIVE  1     /* addWatch mode: persistent recursive */
 #define WATCHER_ANY      3     /* removeWatches type: any (3.6+: persistent recursive included) */
 #define VERSION_RETRY_MS 10000 /* a version probe that got no answer is asked again after */
+#define VERSION_WAIT_MS  2000  /* the first walk on a connection waits this long for the answer */
 
 /* Trees below "/": any absolute path (for the scopes of trees asked and set). */
 static const struct zkw_lock_roots ANY_ROOT = {1, {"/"}};
@@ -62,6 +63,7 @@ static struct {
     uint64_t since_ms, asked_ms; /* noted then (the connection was up); last asked then */
     int verdict;
   } server;
+  void (*ask)(void); /* the probe's loop, asked to ask at once */
 } w;
 
 static uint32_t hash_path(const char *p, size_t n) {
@@ -223,7 +225,17 @@ static bool supported(const struct zkw_session *s) {
   w.server.verdict = VERSION_UNKNOWN;
   zkw_log_debug("sweep: asking %s its version before the watch is set on the JobManager's connection",
                 s->up_name);
+  if (w.ask) w.ask();
   return false;
+}
+
+void zkw_sweepwatch_on_ask(void (*ask)(void)) {
+  w.ask = ask;
+}
+
+bool zkw_sweepwatch_answer_due(const struct zkw_session *s, uint64_t now) {
+  return w.server.conn == s->conn && w.server.move_t0 == s->move_t0 && w.server.verdict == VERSION_UNKNOWN &&
+         now - w.server.since_ms < VERSION_WAIT_MS;
 }
 
 void zkw_sweepwatch_ask(const struct zkw_session *s) {

@@ -46,6 +46,14 @@ struct zkw_session;
 bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, uint32_t *idx, uint64_t *gen);
 /* That server's answer to `srvr` (NULL or empty: none). */
 void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer);
+/* ask is called when a version becomes wanted (NULL: none), so that the
+ * probe's loop asks at once rather than at its next tick (zkw_health.c sets
+ * it: the call goes up through this pointer). */
+void zkw_sweepwatch_on_ask(void (*ask)(void));
+/* True while the version of s's server is asked and not answered, for at
+ * most 2 s after it was first wanted: the first walk on a connection waits
+ * for it, so that it can set the watch. */
+bool zkw_sweepwatch_answer_due(const struct zkw_session *s, uint64_t now);
 
 /* The sweep will read on s: if the version of its server is not known for
  * this connection yet, it is asked now (the readiness probe's next tick), so
