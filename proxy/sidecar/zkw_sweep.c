@@ -464,7 +464,10 @@ static void pass_end(struct zkw_sweep_batch *b) {
              "; incomplete: %zu path(s) to read again could not be kept (out of memory): the next pass "
              "walks the trees afresh",
              redo);
-  if (lost)
+  if (id->stopping)
+    zkw_log_info("identity %s: sweep stopped with zkwarden (%zu node(s) read, %d stale lock(s) deleted)",
+                 identity, sw->visited, b->deleted - b->zombies_deleted);
+  else if (lost)
     zkw_log_warn("identity %s: sweep cut short: the JobManager session closed (%zu node(s) read, %d stale "
                  "lock(s) deleted); it runs again once a JobManager session is attached",
                  identity, sw->visited, b->deleted - b->zombies_deleted);
