@@ -50,9 +50,10 @@
 #define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
 #define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
 #define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
-#define SWEEP_VERSION_MS    20 /* the server's version is asked (zkw_sweepwatch_answer_due): look again after \
-                                */
-#define SWEEP_REDO_TEXT 160    /* how the log line names what a pass left */
+#define SWEEP_VERSION_MS                                                                                     \
+  20                        /* the server's version is asked (zkw_sweepwatch_answer_due): look again after   \
+                             */
+#define SWEEP_REDO_TEXT 160 /* how the log line names what a pass left */
 
 /* A node to read: getData (a lock, or a node the watch kept) or
  * getChildren2 (a node to list). */
@@ -186,25 +187,17 @@ static int items_push(struct items *l, char *path, bool read) {
   return 0;
 }
 
-/* Moves every item of from to the end of to. Returns 0, or -ENOMEM (both
- * untouched). */
+/* Moves every item of from to the end of to, in order. Returns 0, or
+ * -ENOMEM (what was not moved is freed with from). */
 static int items_join(struct items *to, struct items *from) {
-  if (!from->n) return 0;
-  if (!to->n) {
-    free(to->v);
-    *to = *from;
-    *from = (struct items){0};
-    return 0;
+  int rc = 0;
+  for (size_t i = 0; i < from->n && rc == 0; i++) {
+    char *path = from->v[i].path;
+    from->v[i].path = NULL;
+    rc = items_push(to, path, from->v[i].read);
   }
-  struct item *v = zkw_realloc(to->v, (to->n + from->n) * sizeof *v);
-  if (!v) return -ENOMEM;
-  memcpy(v + to->n, from->v, from->n * sizeof *v);
-  to->v = v;
-  to->n += from->n;
-  to->cap = to->n;
-  free(from->v);
-  *from = (struct items){0};
-  return 0;
+  free_items(from);
+  return rc;
 }
 
 static struct basis basis_of(struct zkw_identity *id, const struct zkw_session *s,
