@@ -50,10 +50,8 @@
 #define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
 #define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
 #define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
-#define SWEEP_VERSION_MS                                                                                     \
-  20                        /* the server's version is asked (zkw_sweepwatch_answer_due): look again after   \
-                             */
-#define SWEEP_REDO_TEXT 160 /* how the log line names what a pass left */
+#define SWEEP_VERSION_MS    20   /* the server's version is asked: look again after */
+#define SWEEP_REDO_TEXT     160  /* how the log line names what a pass left */
 
 /* A node to read: getData (a lock, or a node the watch kept) or
  * getChildren2 (a node to list). */
@@ -451,7 +449,7 @@ static void pass_end(struct zkw_sweep_batch *b) {
     snprintf(rest, sizeof rest,
              "; incomplete: %ld path(s) left for the next pass (%zu past ZKWARDEN_SWEEP_MAX_NODES, %zu to "
              "read again: a read or delete failed)",
-             left, past_bound, left - (long)past_bound);
+             left, past_bound, (size_t)left - past_bound);
   else if (left < 0)
     snprintf(rest, sizeof rest,
              "; incomplete: %zu path(s) to read again could not be kept (out of memory): the next pass "

@@ -254,14 +254,16 @@ bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, 
 }
 
 void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer) {
-  if (gen != w.server.gen || w.server.verdict != VERSION_UNKNOWN || !answer || !*answer) return;
+  /* No answer, or a server not serving (no quorum): asked again later. */
+  if (gen != w.server.gen || w.server.verdict != VERSION_UNKNOWN || !answer || !*answer ||
+      strstr(answer, "not currently serving"))
+    return;
   const char *v = strstr(answer, "Zookeeper version: ");
   int major, minor;
   if (v && sscanf(v + 19, "%d.%d", &major, &minor) == 2)
     w.server.verdict = major > 3 || (major == 3 && minor >= 6) ? VERSION_NEW : VERSION_OLD;
-  else
-    w.server.verdict =
-        VERSION_OLD; /* answered, without a version (srvr not whitelisted): never asked again */
+  else /* answered without a version (srvr not whitelisted): not asked again on this connection */
+    w.server.verdict = VERSION_OLD;
   zkw_log_info("sweep: upstream server #%u %s: %s", w.server.idx + 1,
                w.server.verdict == VERSION_NEW ? "is ZooKeeper 3.6 or newer"
                : v                             ? "is older than ZooKeeper 3.6"
