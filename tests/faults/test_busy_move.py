@@ -178,14 +178,15 @@ def test_busy_rolling_restart(move_ensemble, zkwarden_factory):
 # ------------------------------------------------------------ a GC pause
 
 # The pause begins in the client's own reader thread, right after it read
-# the first reply of the batch off its socket: the process stops itself
-# (SIGSTOP stops every thread at once) with the other 150 replies unread, so
+# the first reply of the batch off its socket: the reader thread stops the
+# process (SIGSTOP sent to itself stops every thread, the reader before it
+# reads on) with the other 150 replies unread, so
 # that a reader faster than the parent's signal cannot read them all first.
 # When each reply was read off the socket is noted there too (the reader
 # thread, before its callbacks run), not when a callback ran: callbacks
 # bunch up after SIGCONT.
 PAUSED_CLIENT = """
-import json, os, signal, sys, time
+import json, signal, sys, threading, time
 from kazoo.client import KazooClient
 from kazoo.protocol import connection
 hosts, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -197,7 +198,9 @@ def noted(self, header, buffer, offset):
     if mine:
         arrived.append(time.monotonic())
         if len(arrived) == 1:
-            os.kill(os.getpid(), signal.SIGSTOP)  # the pause begins; the parent ends it
+            # To this very thread: delivered before it reads on (a stop of the
+            # whole process, os.kill, may let it read the next reply first).
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)  # the pause begins; the parent ends it
     return r
 connection.ConnectionHandler._read_response = noted
 zk = KazooClient(hosts=hosts, timeout=6.0, connection_retry={"max_tries": 0}, command_retry={"max_tries": 0})
