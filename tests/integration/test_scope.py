@@ -529,8 +529,8 @@ def test_nothing_waits_for_the_sweep(kind, private_zk, zkwarden_factory, kazoo_f
 def test_a_candidate_whose_delete_failed_is_tried_again(private_zk, zkwarden_factory, kazoo_factory):
     """A stale lock whose delete gets NOAUTH (its `locks` container denies
     the JobManager delete) is tried again: the pass that could not delete it
-    makes the next one a walk, and once the ACL allows the delete the lock
-    goes. Before, that walk counted as whole and the periodic passes after it
+    leaves it to the next one, which reads it again (issue 35; issue 30 made
+    the next pass a walk), and once the ACL allows the delete the lock goes. Before, that walk counted as whole and the periodic passes after it
     read only what the watch saw change (a setACL is no change), so the lock
     stayed."""
     from kazoo.security import make_acl
