@@ -244,6 +244,13 @@ static int push(struct sweep *sw, char *path, bool read) {
  * If it cannot be kept, the pass has lost track (broken): the next pass
  * walks the trees afresh, which finds it again. */
 static void again(struct sweep *sw, char *path, bool read) {
+  /* Once: a node a pass read twice (left by the last pass, and changed since)
+   * is left once, so what is left never grows past what failed. */
+  for (size_t i = 0; path && i < sw->redo.n; i++)
+    if (sw->redo.v[i].read == read && strcmp(sw->redo.v[i].path, path) == 0) {
+      free(path);
+      return;
+    }
   if (items_push(&sw->redo, path, read) != 0) sw->broken = true;
 }
 
@@ -400,7 +407,10 @@ static void walk_done(struct sweep *sw) {
 /* A candidate the delete phase could not settle (zkw_sweepdel.h again). */
 static int batch_again(struct zkw_sweep_batch *b, const struct zkw_lock_check *c) {
   struct sweep *sw = (struct sweep *)((char *)b - offsetof(struct sweep, batch));
-  return items_push(&sw->redo, zkw_strdup(c->path), true);
+  char *path = zkw_strdup(c->path);
+  if (!path) return -ENOMEM;
+  again(sw, path, true);
+  return sw->broken ? -ENOMEM : 0;
 }
 
 /* What the pass leaves to the next one: the paths past the bound, then (read
