@@ -263,8 +263,12 @@ struct zkw_histogram {
   X(sweep_last_reads, GAUGE, NONE, "zkwarden_sweep_last_pass_reads",                                         \
     "Reads of the last sweep pass that ended.")                                                              \
   X(sweep_incomplete, COUNTER, NONE, "zkwarden_sweep_incomplete_total",                                      \
-    "Sweep passes stopped at ZKWARDEN_SWEEP_MAX_NODES (the next pass goes on from there); each is logged "   \
-    "at warn and shown in /v1/reclaims as sweep_incomplete.")                                                \
+    "Sweep passes that could not finish: stopped at ZKWARDEN_SWEEP_MAX_NODES, a node not read or a "         \
+    "candidate not settled (a read or delete failed), or cut short; what each left is read by the next "     \
+    "pass, and its line (sweep done ...; incomplete) is logged at warn.")                                    \
+  X(sweep_left, GAUGE, NONE, "zkwarden_sweep_paths_left",                                                    \
+    "Paths the last sweep pass left to the next one (past ZKWARDEN_SWEEP_MAX_NODES, or to read again after " \
+    "a read or delete failed); 0 once a pass finished. Earlier incarnations' trees retire only at 0.")       \
   X(own_trees, GAUGE, NONE, "zkwarden_own_trees",                                                            \
     "This identity's own trees, which the sweep and the lock report read (ZKWARDEN_SWEEP_TREES, the trees "  \
     "its JobManager's creates show, and a creator-only registry record's).")                                 \

@@ -387,14 +387,23 @@ void zkw_inband_connection_lost(struct zkw_session *s) {
   struct inband_req **lost_tail = &ib->lost;
   while (*lost_tail)
     lost_tail = &(*lost_tail)->next;
-  while (ib->head && ib->head->sent) {
-    struct inband_req *r = ib->head;
-    ib->head = r->next;
+  /* The sent ones, and the waiting ones meant for this connection alone: a
+   * watch request (addWatch: the policy asked for it knowing this server
+   * takes it; the next server may be older and close the connection). */
+  for (struct inband_req **pp = &ib->head; *pp;) {
+    struct inband_req *r = *pp;
+    if (!r->sent && r->op != ZKW_OP_ADD_WATCH && r->op != ZKW_OP_REMOVE_WATCHES) {
+      pp = &r->next;
+      continue;
+    }
+    *pp = r->next;
     r->next = NULL;
     *lost_tail = r;
     lost_tail = &r->next;
   }
-  if (!ib->head) ib->tail = NULL;
+  ib->tail = NULL;
+  for (struct inband_req *r = ib->head; r; r = r->next)
+    ib->tail = r;
   arm_timer(ib);
 }
 

@@ -84,8 +84,10 @@ void zkw_inband_client_reply(struct zkw_session *s, int32_t op);
  * or a negative codec error (the reply is malformed). */
 int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, size_t len, int32_t op);
 /* The upstream connection went away and the session moves (zkw_move.h):
- * the requests written on it get ZCONNECTIONLOSS on a later turn of the
- * loop; the waiting ones go out once zkw_inband_resume is called. */
+ * the requests written on it, and the watch requests (addWatch,
+ * removeWatches) still waiting, which were meant for that server alone, get
+ * ZCONNECTIONLOSS on a later turn of the loop; the other waiting ones go out
+ * once zkw_inband_resume is called. */
 void zkw_inband_connection_lost(struct zkw_session *s);
 void zkw_inband_resume(struct zkw_session *s);
 /* The session is closing: outstanding callbacks get ZCONNECTIONLOSS. */

@@ -105,14 +105,14 @@ enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t curren
   return c;
 }
 
-/* Drops the trees of sc that a retire test picks; returns how many. */
-static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, const struct zkw_scope *serving) {
+/* Drops the trees of sc that a complete pass read (walked), and every one
+ * when untrusted (an untrusted record's, which is read by nothing); returns
+ * how many. A tree that found no room in the own trees was not read: it
+ * stays, and is read once the retired ones make room for it. */
+static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, bool untrusted) {
   int kept = 0, gone = 0;
   for (int i = 0; i < sc->count; i++) {
-    size_t n = strlen(sc->tree[i]);
-    /* Kept only while it serves and was not walked (it became usable
-     * during the walk). */
-    if (zkw_scope_covers(serving, sc->tree[i], n) && !zkw_scope_covers(walked, sc->tree[i], n)) {
+    if (!untrusted && !zkw_scope_covers(walked, sc->tree[i], strlen(sc->tree[i]))) {
       if (kept != i) memcpy(sc->tree[kept], sc->tree[i], ZKW_SCOPE_PATH_MAX);
       kept++;
     } else {
@@ -128,9 +128,7 @@ int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const stru
   struct zkw_scope op;
   operator_trees(id, &op);
   if (id->scope.count == 0 && op.count == 0) return 0; /* the incarnation's own trees are not known yet */
-  struct zkw_scope serving;
-  (void)zkw_identity_own_trees(id, &serving);
-  int gone = retire(&id->prev_trees, walked, &serving) + retire(&id->rec_trees, walked, &serving);
+  int gone = retire(&id->prev_trees, walked, false) + retire(&id->rec_trees, walked, !id->record_restricted);
   if (gone) count(id);
   return gone;
 }

@@ -10,8 +10,8 @@
  * while the record is creator-only: anyone may write a record with a world
  * ACL, and a forged tree=/flink/other-cluster would have the sweep read
  * another cluster). Earlier incarnations' trees serve until the current
- * incarnation has learned a tree of its own and a pass of it walked the
- * older ones whole (its stale locks lie there): then they are retired, and
+ * incarnation has learned a tree of its own and a complete pass of it read
+ * the older ones (its stale locks lie there): then they are retired, and
  * the record keeps the current incarnation's alone. So a cluster-id change
  * leaves no tree behind for good, and the current incarnation's trees
  * always have room.
@@ -45,10 +45,12 @@ bool zkw_idtrees_loaded(struct zkw_identity *id, const struct zkw_scope *trees);
  * unless an operator's tree covers it. The first tree of a new incarnation
  * moves the last one's to the earlier ones. */
 enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path);
-/* A pass of incarnation `incarnation` (the current one) walked `walked`
- * whole: if the current incarnation has learned a tree, the earlier trees it
- * walked, and those that no longer serve (no room, an untrusted record's),
- * are retired. Returns the number retired (a write is due when > 0). */
+/* A complete pass of incarnation `incarnation` (the current one) over
+ * `walked` (a walk of every tree, and every node it left read since:
+ * zkw_sweep.c): if the current incarnation has learned a tree, the earlier
+ * trees it read, and an untrusted record's, are retired; one that found no
+ * room (not read) stays until a pass reads it. Returns the number retired (a
+ * write is due when > 0). */
 int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked);
 /* The record node is not creator-only (zkw_regacl.c's pass): its trees are
  * not used, and are forgotten (so that no write carries them on), said once

@@ -9,8 +9,10 @@ each kind a JobManager's life through a sidecar is run again and again with
 N = 1, 2, ... until a run completes with nothing injected. The life
 (`lifecycle`): an incarnation begins (fence of nothing, registry record),
 a reclaim at create, a reclaim at delete in both Flink layouts, a sweep
-deleting a stale lock (a walk of the own tree, setting its watch), a
-periodic pass reading what changed and deleting a stale lock that appeared, a session move (issue 22: the connection to the
+deleting a stale lock (a walk of the own tree, setting its watch; a stale
+lock it may not delete and one it may not read, left to the next pass), a
+periodic pass reading what changed (and what was left) and deleting a stale
+lock that appeared, a session move (issue 22: the connection to the
 server is reset under a session with an auth and a watch, zkwarden
 re-attaches it), a second incarnation fencing the first, and an orphan
 fence of a JobManager whose connection went away. After every run:
@@ -130,6 +132,16 @@ def lifecycle(proxy, direct, identity, out, rotate=False, relay=None):
     # A ghost (a session zkwarden never saw) keeps tagged locks of incarnation 0.
     for p in ("%s/%s" % (lock_115, uuid.uuid4()), "%s/%s" % (state_17, uuid.uuid4()), stale_create, swept):
         direct.create(p, forged_tag(identity, 0), ephemeral=True, makepath=True)
+    # Two the sweep cannot settle, met by every pass and left to the next
+    # (issue 35): one the JobManager may not delete (its container denies
+    # it), one it may not read.
+    from kazoo.security import make_acl
+    denied = "%s/checkpoints/%019d/locks" % (base, 5)
+    direct.create("%s/%s" % (denied, uuid.uuid4()), forged_tag(identity, 0), ephemeral=True, makepath=True)
+    direct.set_acls(denied, [make_acl("world", "anyone", read=True, write=True, create=True, admin=True)])
+    direct.create("%s/checkpoints/%019d/locks/%s" % (base, 6, uuid.uuid4()), forged_tag(identity, 0),
+                  ephemeral=True, makepath=True,
+                  acl=[make_acl("world", "anyone", write=True, create=True, delete=True, admin=True)])
     jm = kazoo(proxy.hostport)
     try:
         out.call("latch", jm.create_async("%s/_c_%s-latch-" % (latch_dir, uuid.uuid4()), b"",
