@@ -176,29 +176,49 @@ static bool has(const struct zkw_scope *sc, const char *tree) {
   return false;
 }
 
-/* Item 1: a record anyone may write names another cluster's tree: not read
- * (nor carried on) unless the record is creator-only. */
-static void test_record_trees_only_while_creator_only(void) {
+/* Item 1 (issue 35): a record's trees are swept only once the record is
+ * judged trusted (only zkwarden's registry identity can change it); else
+ * they are shown (marked) and, with credentials, never carried on by a write
+ * of zkwarden's, which would make them look trusted. */
+static void test_record_trees_only_while_trusted(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
+  snprintf(icfg.registry_auth, sizeof icfg.registry_auth, "zkw:pw");
   struct zkw_scope rec = {0}, own;
   ASSERT_EQ(zkw_scope_add(&rec, &icfg.lock_roots, "/flink/other-cluster"), ZKW_SCOPE_CHANGED);
+  id.record_trust = ZKW_TRUST_PENDING;         /* read, not judged yet */
   ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec)); /* the record holds what this instance writes */
   ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
-  ASSERT_EQ(own.count, 0); /* not yet known creator-only */
-  id.record_restricted = true;
-  (void)zkw_identity_own_trees(&id, &own);
-  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
-  ASSERT_TRUE(!zkw_idtrees_distrust(&id)); /* creator-only: kept */
-  id.record_restricted = false;            /* a world ACL found */
-  ASSERT_TRUE(zkw_idtrees_distrust(&id));
-  ASSERT_TRUE(id.rec_trees_warned);
-  ASSERT_TRUE(!zkw_idtrees_distrust(&id)); /* nothing left: said once */
-  id.record_restricted = true;
-  (void)zkw_identity_own_trees(&id, &own);
   ASSERT_EQ(own.count, 0);
   zkw_idtrees_for_record(&id, &own);
-  ASSERT_EQ(own.count, 0); /* no write carries it on */
+  ASSERT_EQ(own.count, 0); /* nor written meanwhile */
+  zkw_identity_untrusted_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster")); /* the lock report shows it, marked */
+  id.record_trust = ZKW_TRUST_TRUSTED;
+  ASSERT_TRUE(zkw_idtrees_judged(&id, NULL)); /* held back until now: written */
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
+  zkw_identity_untrusted_trees(&id, &own);
+  ASSERT_EQ(own.count, 0);
+  /* Loaded again, and judged not trusted (another principal may write it). */
+  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec));
+  id.record_trust = ZKW_TRUST_UNTRUSTED;
+  ASSERT_TRUE(zkw_idtrees_judged(&id, "ip:0.0.0.0/0 may change it")); /* a write drops it */
+  ASSERT_TRUE(id.rec_trees_warned);
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, 0);
+  zkw_idtrees_for_record(&id, &own);
+  ASSERT_EQ(own.count, 0);
+  zkw_identity_untrusted_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
+  /* Without credentials nothing read is trusted: carried on for the lock
+   * report (no write is due), never swept. */
+  icfg.registry_auth[0] = 0;
+  ASSERT_TRUE(!zkw_idtrees_judged(&id, ZKW_REGTRUST_NO_AUTH));
+  zkw_idtrees_for_record(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, 0);
 }
 
 /* Item 2: after a cluster-id change the old tree serves the new
@@ -240,7 +260,7 @@ static void test_current_incarnation_replaces_earlier_trees(void) {
 static void test_old_trees_never_crowd_out_the_current_one(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
-  id.record_restricted = true;
+  id.record_trust = ZKW_TRUST_TRUSTED;
   struct zkw_scope rec = {0}, own;
   char t[64];
   for (int i = 0; i < ZKW_SCOPE_TREES_MAX; i++) {
@@ -305,7 +325,7 @@ int main(void) {
   RUN(test_bounded);
   RUN(test_record_keeps_the_trees);
   RUN(test_dead_sessions_age_out);
-  RUN(test_record_trees_only_while_creator_only);
+  RUN(test_record_trees_only_while_trusted);
   RUN(test_current_incarnation_replaces_earlier_trees);
   RUN(test_old_trees_never_crowd_out_the_current_one);
   RUN(test_operator_trees_make_room);
