@@ -107,12 +107,17 @@ struct zkw_identity {
   bool acl_warned;       /* the exposed nodes were reported (once) */
   bool acl_fix_failed;   /* a setACL failure was reported (once) */
   char acl_exposed[960]; /* this pass: the nodes made creator-only */
-  char
-      acl_pass_why[ZKW_REGTRUST_WHY_MAX + 320]; /* this pass: why a parent is not zkwarden-only ("": it is) */
-  char acl_fix_why[ZKW_REGTRUST_WHY_MAX]; /* the node being made zkwarden-only: who else could change it */
-  bool acl_readable_node;                 /* ... and it was world-readable */
-  bool
-      parents_trusted; /* the last pass found root and identities zkwarden-only (other identities' records) */
+  /* This pass: why a parent was not zkwarden-only when read ("": it was),
+   * and whether one stays so (not made zkwarden-only). */
+  char acl_pass_why[ZKW_REGTRUST_WHY_MAX + 320];
+  bool acl_parent_open;
+  /* The node being made zkwarden-only: who else could change it, and
+   * whether it was world-readable. */
+  char acl_fix_why[ZKW_REGTRUST_WHY_MAX];
+  bool acl_readable_node;
+  /* The last pass left root and identities zkwarden-only: other identities'
+   * records may be trusted (zkw_reclaim.c). */
+  bool parents_trusted;
   /* The record content loaded last: its verdict, the Stat it was read with
    * (the ACL judged must be of that node and ACL version), and whether it
    * was read before zkwarden's own write after an ACL repair. */

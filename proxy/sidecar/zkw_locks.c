@@ -323,9 +323,11 @@ static void walk_finish(struct zkw_locks_walk *w) {
   for (size_t i = 0; i < r->nlocks; i++) {
     struct zkw_lock_entry *e = &r->locks[i];
     e->under_untrusted = under(&w->untrusted, e->path) && !under(&w->trusted, e->path);
-    e->untrusted = e->under_untrusted                                              ? UNDER_UNTRUSTED
-                   : e->id >= 0 && r->ids[e->id].current && !r->ids[e->id].trusted ? ON_UNTRUSTED
-                                                                                   : NULL;
+    /* The verdict rests on the record where it weighs the incarnation. */
+    bool weighs = e->id >= 0 && e->owner && e->owner != r->asking_session && r->ids[e->id].current;
+    e->untrusted = e->under_untrusted                 ? UNDER_UNTRUSTED
+                   : weighs && !r->ids[e->id].trusted ? ON_UNTRUSTED
+                                                      : NULL;
     if (e->untrusted) r->untrusted++;
     struct zkw_tag tag = {.incarnation = e->incarnation};
     uint64_t current = e->id >= 0 ? r->ids[e->id].current : 0;

@@ -62,7 +62,7 @@ static void acl_next(struct zkw_identity *id) {
 
 static void acl_pass_done(struct zkw_identity *id) {
   id->acl_checking = false;
-  id->parents_trusted = have_auth(id) && !id->acl_pass_why[0];
+  id->parents_trusted = have_auth(id) && !id->acl_parent_open;
   ZKW_METRIC_SET(registry_world_readable, id->acl_readable ? 1 : 0);
   ZKW_METRIC_SET(registry_untrusted, id->record_why[0] ? 1 : 0);
   if (id->acl_exposed[0]) {
@@ -114,7 +114,7 @@ static void acl_set(void *arg, const struct zkw_zk_result *r) {
      * which it does at once. */
     id->rewrite_pending = true;
     id->dead_dirty = true;
-    if (id->acl_readable_node) {
+    if (id->acl_readable_node && id->acl_step >= STEP_RECORD) {
       size_t n = strlen(id->acl_exposed);
       snprintf(id->acl_exposed + n, sizeof id->acl_exposed - n, "%s%s", n ? ", " : "", acl_node(id));
     } else {
@@ -126,8 +126,10 @@ static void acl_set(void *arg, const struct zkw_zk_result *r) {
                                                    : "");
     }
     if (id->on_trust) id->on_trust(id);
-  } else if (r->rc != ZNONODE && r->rc != ZBADVERSION) { /* gone or changed: the next pass looks again */
-    acl_not_fixed(id, r->rc);
+  } else {
+    if (r->rc != ZNONODE && r->rc != ZBADVERSION)
+      acl_not_fixed(id, r->rc); /* else the next pass looks again */
+    if (id->acl_step <= STEP_IDENTITIES) id->acl_parent_open = true;
   }
   acl_next(id);
 }
@@ -140,6 +142,7 @@ static bool acl_fix(struct zkw_identity *id, const struct zkw_zk_result *r, cons
   int rc = zkw_zk_set_acl_creator(id->zk, acl_node(id), r->stat.aversion, acl_what(id, true), acl_set, id);
   if (rc == ZOK) return true;
   acl_not_fixed(id, rc);
+  if (id->acl_step <= STEP_IDENTITIES) id->acl_parent_open = true;
   return false;
 }
 
@@ -222,6 +225,7 @@ static void acl_got(void *arg, const struct zkw_zk_result *r) {
   if (id->acl_step <= STEP_IDENTITIES) {
     if (!why) return acl_next(id);
     if (r->rc == ZNONODE) { /* the claim creates it again */
+      id->acl_parent_open = true;
       if (!id->acl_pass_why[0])
         snprintf(id->acl_pass_why, sizeof id->acl_pass_why, "the registry node %.300s is gone", acl_node(id));
       return acl_next(id);
@@ -256,6 +260,7 @@ void zkw_regacl_check(struct zkw_identity *id) {
   id->acl_readable = false;
   id->acl_exposed[0] = 0;
   id->acl_pass_why[0] = 0;
+  id->acl_parent_open = false;
   acl_visit(id);
 }
 
