@@ -31,7 +31,7 @@ const char *zkw_regtrust_why(const struct zkw_zk_result *r, bool have_auth, char
   if (r->acl_others & ~ZOO_PERM_READ) {
     char perms[6];
     perms_text(r->acl_others & ~ZOO_PERM_READ, perms);
-    snprintf(buf, cap, "%s (and any other principal it names) may change it (%s)", r->acl_other, perms);
+    snprintf(buf, cap, "%s may change it (its ACL grants others %s)", r->acl_other, perms);
     return buf;
   }
   if (!r->acl_ours) return "its ACL does not give zkwarden's registry identity every permission";
