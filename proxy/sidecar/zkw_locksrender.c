@@ -18,16 +18,19 @@
 /* One state node: the run of locks [i, end) that guard it. */
 struct state_run {
   size_t end, stale;
+  bool untrusted;                      /* a stale lock's verdict is not trusted */
   const struct zkw_lock_entry *holder; /* the first lock that is not stale, or NULL */
 };
 
 static struct state_run state_run(const struct zkw_locks_report *r, size_t i) {
-  struct state_run s = {i, 0, NULL};
+  struct state_run s = {i, 0, false, NULL};
   while (s.end < r->nlocks && strcmp(r->locks[s.end].state, r->locks[i].state) == 0) {
-    if (!r->locks[s.end].why)
+    if (!r->locks[s.end].why) {
       s.stale++;
-    else if (!s.holder)
+      if (r->locks[s.end].untrusted) s.untrusted = true;
+    } else if (!s.holder) {
       s.holder = &r->locks[s.end];
+    }
     s.end++;
   }
   return s;
@@ -55,6 +58,12 @@ static void zombie_ended(const struct zkw_lock_entry *e, char *out, size_t cap) 
 }
 
 static const char *const ONLY_STALE = "only stale locks: freed by reclaim (zkwarden locks --reclaim)";
+static const char *const ONLY_STALE_UNTRUSTED =
+    "only stale locks, by verdicts that are not trusted: --reclaim leaves them";
+
+static const char *why_free(const struct state_run *s) {
+  return s->holder ? s->holder->why : s->untrusted ? ONLY_STALE_UNTRUSTED : ONLY_STALE;
+}
 
 /* A JSON string, or null for NULL or "". */
 static int json_or_null(struct zkw_buf *b, const char *s) {
@@ -135,7 +144,7 @@ int zkw_locks_render_json(const struct zkw_locks_report *r, struct zkw_buf *b) {
       TRY(zkw_text_json_string(b, s.holder->why, 200));
     } else {
       TRY(zkw_text_printf(b, "null,\"why\":"));
-      TRY(zkw_text_json_string(b, ONLY_STALE, 200));
+      TRY(zkw_text_json_string(b, why_free(&s), 200));
     }
     TRY(zkw_text_printf(b, "}"));
     i = s.end;
@@ -171,9 +180,8 @@ static int summary_line(const struct zkw_locks_report *r, struct zkw_buf *b) {
 /* The record column: what was read, and whether it is trusted. */
 static int record_text(const struct zkw_locks_identity *id, struct zkw_buf *b, bool html) {
   char text[64 + sizeof id->trust];
-  snprintf(text, sizeof text, "%s%s%s%s", id->record, strcmp(id->record, "ok") || id->trusted ? "" : " (",
-           strcmp(id->record, "ok") || id->trusted ? "" : id->trust,
-           strcmp(id->record, "ok") || id->trusted ? "" : ": not trusted)");
+  bool say = strcmp(id->record, "ok") == 0 && !id->trusted; /* else the record says why */
+  snprintf(text, sizeof text, "%s%s%s", id->record, say ? ", not trusted: " : "", say ? id->trust : "");
   return html ? zkw_text_html(b, text, sizeof text) : zkw_text_printf(b, "%s", text);
 }
 
@@ -199,8 +207,7 @@ int zkw_locks_render_table(const struct zkw_locks_report *r, struct zkw_buf *b) 
                         "SESSION", "VERDICT"));
   for (size_t i = 0; i < r->nlocks;) {
     struct state_run s = state_run(r, i);
-    TRY(zkw_text_printf(b, "%s  [%s%s%s]\n", r->locks[i].state, s.holder ? "held: " : "",
-                        s.holder ? s.holder->why : ONLY_STALE, ""));
+    TRY(zkw_text_printf(b, "%s  [%s%s%s]\n", r->locks[i].state, s.holder ? "held: " : "", why_free(&s), ""));
     for (size_t k = i; k < s.end; k++) {
       const struct zkw_lock_entry *e = &r->locks[k];
       char inc[24] = "-";
