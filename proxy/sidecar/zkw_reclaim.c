@@ -208,12 +208,16 @@ static void foreign_untrusted(struct reclaim *rcl, int i, const char *node, cons
 static void foreign_acl_read(void *arg, const struct zkw_zk_result *r) {
   struct foreign *f = arg;
   struct reclaim *rcl = f->rcl;
+  int i = f->index;
+  if (r->rc != ZOK && r->rc != ZNONODE) { /* not known this time: the lock is not stale */
+    zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "read the registry ACL of the identity of",
+                              rcl->locks[i].path, r->rc, &rcl->locks[i]);
+    free(f);
+    return check_done(rcl, i, 0, false);
+  }
   char buf[ZKW_REGTRUST_WHY_MAX];
   const char *why = zkw_regtrust_why(r, true, buf, sizeof buf);
   if (!why && !zkw_regtrust_same(&r->stat, &f->stat)) why = "it changed while it was read";
-  if (r->rc != ZOK && r->rc != ZNONODE)
-    zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "read the registry ACL of the identity of",
-                              rcl->locks[f->index].path, r->rc, &rcl->locks[f->index]);
   if (why)
     foreign_untrusted(rcl, f->index, f->node, why);
   else

@@ -3,14 +3,16 @@
  * merging into a cluster's tree and never above it, the bound; the record's
  * tree lines and the aging of its dead sessions (issue 30; issue 29 item
  * 10); which trees are the own ones at each moment (zkw_idtrees.c): a
- * record's only while it is creator-only, the current incarnation's before
- * earlier ones, which retire, the operator's first (issue 30 review). */
+ * record's only while it is trusted, the current incarnation's before
+ * earlier ones, which retire, the operator's first (issue 30 review); the
+ * verdict on a registry node's ACL (zkw_regtrust.c, issue 35). */
 #include <string.h>
 
 #include "zkw_config.h"
 #include "zkw_idstate.h"
 #include "zkw_idtrees.h"
 #include "zkw_record.h"
+#include "zkw_regtrust.h"
 #include "zkw_scope.h"
 #include "zkw_test.h"
 
@@ -319,7 +321,43 @@ static void test_operator_tree_begins_the_incarnation(void) {
   ASSERT_STREQ(own.tree[0], "/flink/new");
 }
 
+/* Issue 35 item 1: a registry node is trusted only when zkwarden's registry
+ * identity holds every permission and anyone else READ at most. The ACL as
+ * zkw_zk.c judges it: acl_ours, the union of the others' permissions, the
+ * first other entry that grants more than READ. */
+static void test_regtrust_verdicts(void) {
+  char buf[ZKW_REGTRUST_WHY_MAX];
+  struct zkw_zk_result r = {.rc = ZOK, .acl_ours = true};
+  ASSERT_TRUE(zkw_regtrust_why(&r, true, buf, sizeof buf) == NULL); /* creator-only: trusted */
+  ASSERT_STREQ(zkw_regtrust_why(&r, false, buf, sizeof buf), ZKW_REGTRUST_NO_AUTH);
+  r.acl_others = ZOO_PERM_READ; /* world:anyone READ beside it: still zkwarden's alone to change */
+  ASSERT_TRUE(zkw_regtrust_why(&r, true, buf, sizeof buf) == NULL);
+  r.acl_others = ZOO_PERM_ALL; /* an ip range, another user, world: every right */
+  snprintf(r.acl_other, sizeof r.acl_other, "ip:0.0.0.0/0");
+  const char *why = zkw_regtrust_why(&r, true, buf, sizeof buf);
+  ASSERT_TRUE(why && strstr(why, "ip:0.0.0.0/0") && strstr(why, "cdwa"));
+  r.acl_others = ZOO_PERM_CREATE | ZOO_PERM_DELETE; /* a parent: delete a record, create another */
+  snprintf(r.acl_other, sizeof r.acl_other, "digest:mallory:x");
+  why = zkw_regtrust_why(&r, true, buf, sizeof buf);
+  ASSERT_TRUE(why && strstr(why, "digest:mallory:x") && strstr(why, "(its ACL grants others cd)"));
+  struct zkw_zk_result noone = {.rc = ZOK}; /* read-only for all, but not written by zkwarden */
+  ASSERT_TRUE(zkw_regtrust_why(&noone, true, buf, sizeof buf) != NULL);
+  struct zkw_zk_result gone = {.rc = ZNONODE}, failed = {.rc = ZCONNECTIONLOSS};
+  ASSERT_STREQ(zkw_regtrust_why(&gone, true, buf, sizeof buf), "it is gone");
+  ASSERT_TRUE(strstr(zkw_regtrust_why(&failed, true, buf, sizeof buf), "cannot be read") != NULL);
+  /* The verdict holds for content of the same node under the same ACL. */
+  struct Stat acl = {.czxid = 7, .aversion = 1, .version = 4}, data = acl;
+  data.version = 9; /* written since: the same ACL covers it */
+  ASSERT_TRUE(zkw_regtrust_same(&acl, &data));
+  data.aversion = 2;
+  ASSERT_TRUE(!zkw_regtrust_same(&acl, &data));
+  data.aversion = 1;
+  data.czxid = 8; /* deleted and created again */
+  ASSERT_TRUE(!zkw_regtrust_same(&acl, &data));
+}
+
 int main(void) {
+  RUN(test_regtrust_verdicts);
   RUN(test_a_flink_cluster_is_one_tree);
   RUN(test_what_is_not_learned);
   RUN(test_bounded);
