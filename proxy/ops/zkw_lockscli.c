@@ -373,10 +373,12 @@ static void connect_timeout(uv_timer_t *t) {
 
 static void cli_usage(FILE *out) {
   fprintf(out, "usage: zkwarden locks [--json] [--all] [--reclaim [--dry-run]]\n"
-               "Lists every lock in the own trees of ZKWARDEN_IDENTITY (those its sweep reads: its\n"
-               "registry record's, and ZKWARDEN_SWEEP_TREES): the state node it guards, its identity,\n"
-               "incarnation and session, and whether it is stale (and if not, why not), with a\n"
-               "summary per identity first. Configured by the daemon's environment (zkwarden --help).\n"
+               "Lists every lock in the own trees of ZKWARDEN_IDENTITY (its registry record's, and\n"
+               "ZKWARDEN_SWEEP_TREES): the state node it guards, its identity, incarnation and session,\n"
+               "and whether it is stale (and if not, why not), with a summary per identity first.\n"
+               "What rests on a registry record someone other than zkwarden could have written (any\n"
+               "record, without ZKWARDEN_REGISTRY_AUTH) is marked not trusted; --reclaim leaves it.\n"
+               "Configured by the daemon's environment (zkwarden --help).\n"
                "  --json      the report as JSON (the same as GET /v1/locks)\n"
                "  --all       every lock under ZKWARDEN_LOCK_ROOTS (every cluster's)\n"
                "  --reclaim   delete the stale locks now, under the sweep's rules\n"

@@ -207,6 +207,20 @@ def gauge(proxy, name):
     raise last
 
 
+def after_life(proxy, out, problems):
+    """The checks after every run: each request answered, zkwarden alive,
+    nothing held, the gauges back to 0."""
+    if out.unanswered:
+        problems.append("requests never answered: %s" % ", ".join(out.unanswered))
+    if not proxy.alive():
+        problems.append("zkwarden died")
+    else:
+        nothing_held(proxy)
+        wait_until(lambda: gauge(proxy, "zkwarden_connections_active") == 0
+                   and gauge(proxy, "zkwarden_sessions_active") == 0, 10,
+                   what="connection and session gauges back to 0")
+
+
 def one_run_with(tmp_path, binary, zk, kind, n, certs=None, code=""):
     """Runs the life with the nth call of kind failing (n=0: none). Returns
     (injected, calls of kind, {point: number of its first call})."""
@@ -231,15 +245,7 @@ def one_run_with(tmp_path, binary, zk, kind, n, certs=None, code=""):
             lifecycle(proxy, direct, identity, out, rotate=certs is not None, relay=relay)
         except (KazooException, KazooTimeoutError, ConnectionError, OSError):
             pass  # a connection refused or lost mid-life: the checks below decide
-        if out.unanswered:
-            problems.append("requests never answered: %s" % ", ".join(out.unanswered))
-        if not proxy.alive():
-            problems.append("zkwarden died")
-        else:
-            nothing_held(proxy)
-            wait_until(lambda: gauge(proxy, "zkwarden_connections_active") == 0
-                       and gauge(proxy, "zkwarden_sessions_active") == 0, 10,
-                       what="connection and session gauges back to 0")
+        after_life(proxy, out, problems)
     finally:
         direct.stop()
         direct.close()
@@ -398,20 +404,12 @@ def trust_run(tmp_path, binary, zk, fault):
             trust_life(proxy, admin, root, base, out)
         except (KazooException, KazooTimeoutError, ConnectionError, OSError):
             pass  # a connection refused or lost mid-life: the checks below decide
-        if out.unanswered:
-            problems.append("requests never answered: %s" % ", ".join(out.unanswered))
         gone = [p for p in live + [planted["e"]] if direct.exists(p) is None]
         if gone:
             problems.append("deleted what no trusted record names: %s" % gone)
         if not fault and direct.exists(planted["d"]) is not None:
             problems.append("a clean run did not reclaim the trusted foreign record's stale lock")
-        if not proxy.alive():
-            problems.append("zkwarden died")
-        else:
-            nothing_held(proxy)
-            wait_until(lambda: gauge(proxy, "zkwarden_connections_active") == 0
-                       and gauge(proxy, "zkwarden_sessions_active") == 0, 10,
-                       what="connection and session gauges back to 0")
+        after_life(proxy, out, problems)
     finally:
         for c in (direct, admin, victim, ghost):
             c.stop()

@@ -39,34 +39,13 @@ from kazoo.exceptions import NoAuthError, NotEmptyError
 from kazoo.security import make_acl
 
 from checkpoints import forged_tag
+from test_scope import ready, sidecar, stop, sweeps
 from zkharness import default_zkwarden_bin, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
 AUTH = "zkw:registry-s3cret"
 JOB = "c" * 32
-
-
-def sidecar(factory, zk, identity, **env):
-    full = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
-    full.update({k: str(v) for k, v in env.items()})
-    return factory.start(zk, extra_env=full)
-
-
-def stop(factory, proxy):
-    assert not proxy.stop(), proxy.stderr()[-3000:]
-    factory.procs.remove(proxy)
-
-
-def ready(proxy):
-    try:
-        return proxy.admin_get("/readyz")[0] == 200
-    except OSError:
-        return False
-
-
-def sweeps(proxy):
-    return proxy.stderr().count("sweep done")
 
 
 def latch(client, cluster):
