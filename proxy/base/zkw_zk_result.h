@@ -23,7 +23,8 @@ struct zkw_zk_result {
    * ZKWARDEN_REGISTRY_AUTH, authenticate as): acl_ours, an entry names it
    * with every permission; acl_others, the permissions (ZOO_PERM_*) all
    * other entries grant together; acl_other, the first other entry that
-   * grants more than READ, as scheme:id (cut to fit), "" if none. */
+   * grants more than READ, as scheme:id (cut to fit; of a digest id the user
+   * alone, never the password's hash), "" if none. */
   bool acl_world, acl_world_read;
   bool acl_ours;
   int acl_others;

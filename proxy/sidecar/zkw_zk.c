@@ -384,8 +384,10 @@ static void acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const vo
       continue;
     }
     op->r.acl_others |= a->perms;
+    /* A digest id is user:hash of the password: the user alone is shown. */
+    int idlen = strcmp(scheme, "digest") == 0 && strchr(id, ':') ? (int)(strchr(id, ':') - id) : 50;
     if ((a->perms & ~ZOO_PERM_READ) && !op->r.acl_other[0])
-      snprintf(op->r.acl_other, sizeof op->r.acl_other, "%.40s:%.50s", scheme, id);
+      snprintf(op->r.acl_other, sizeof op->r.acl_other, "%.40s:%.*s", scheme, idlen < 50 ? idlen : 50, id);
   }
   push(op->zk, op);
 }

@@ -15,9 +15,10 @@ registry credentials nothing read from the registry drives a delete.
   left open by a credential-less first run, and the record are made
   zkwarden-only, and the record is written again by zkwarden.
 - Another identity's record raised to incarnation 999 (a world ACL, an `ip`
-  ACL, or no credentials at all): a leader's delete does not take a live
-  JobManager's lock (before: reclaim at delete removed it); a record only
-  zkwarden could write still lets it reclaim a stale lock.
+  ACL, another user's digest ACL, or no credentials at all): a leader's
+  delete does not take a live JobManager's lock (before: reclaim at delete
+  removed it); a record only zkwarden could write still lets it reclaim a
+  stale lock.
 - The registry's parents left world-writable by a credential-less first run
   are made zkwarden-only, so no one else can create a record there.
 - `zkwarden locks` in a pod whose registry is open lists its JobManager's
@@ -28,6 +29,8 @@ registry credentials nothing read from the registry drives a delete.
 Each shows its failure on the code before the change (ZKW_BIN=<a build of
 main>)."""
 
+import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -36,7 +39,7 @@ import uuid
 
 import pytest
 from kazoo.exceptions import NoAuthError, NotEmptyError
-from kazoo.security import make_acl
+from kazoo.security import make_acl, make_digest_acl
 
 from checkpoints import forged_tag
 from test_scope import ready, sidecar, stop, sweeps
@@ -134,13 +137,14 @@ def test_a_record_another_user_recreated_deletes_nothing_of_a_live_cluster(priva
         mallory.delete(node + "/owner")
 
 
-@pytest.mark.parametrize("forgery", ["world_acl", "ip_acl", "no_credentials", "trusted"])
+@pytest.mark.parametrize("forgery", ["world_acl", "ip_acl", "other_user", "no_credentials", "trusted"])
 def test_a_foreign_incarnation_raised_to_999_takes_no_live_lock(forgery, private_zk, zkwarden_factory,
                                                                kazoo_factory):
     """Identity X's record says incarnation 999 while X's JobManager holds a
     lock of incarnation 1 under a job graph; Y's leader deletes the job
     graph's `locks` node. The record is anyone's (a world ACL, another user's
-    `ip` ACL) or Y's sidecar has no credentials: the delete gets the NOTEMPTY
+    `ip` ACL), another user's alone to change, or Y's sidecar has no
+    credentials: the delete gets the NOTEMPTY
     it would get direct, and the lock stays. `trusted`: the record was written
     by X's sidecar with the shared credentials (incarnation 2), and the lock
     of incarnation 1 is reclaimed as before."""
@@ -163,9 +167,12 @@ def test_a_foreign_incarnation_raised_to_999_takes_no_live_lock(forgery, private
     else:
         credential_less_first_run(zkwarden_factory, zk, kazoo_factory, "jm-bare-%s" % uuid.uuid4().hex[:6])
         forged = record_text(999, 0x4242, dead=998)
+        mallory = kazoo_factory(zk.hostport, auth_data=[("digest", "mallory:pw")])
         if forgery == "ip_acl":
-            mallory = kazoo_factory(zk.hostport, auth_data=[("digest", "mallory:pw")])
             mallory.create(xnode, forged, acl=[make_acl("ip", "0.0.0.0/0", all=True)])
+        elif forgery == "other_user":  # another user's alone to change (anyone reads it): no world, no ip
+            mallory.create(xnode, forged, acl=[make_digest_acl("mallory", "pw", all=True),
+                                               make_acl("world", "anyone", read=True)])
         else:
             client.create(xnode, forged)  # a world ACL
     live = kazoo_factory(zk.hostport)  # X's JobManager, alive all along
@@ -189,9 +196,11 @@ def test_a_foreign_incarnation_raised_to_999_takes_no_live_lock(forgery, private
     log = ys.stderr()
     said = "registry record %s of identity %s is not trusted: " % (xnode, x)
     assert said in log, log
-    why = {"world_acl": "world:anyone", "ip_acl": "ip:0.0.0.0/0",
+    why = {"world_acl": "world:anyone", "ip_acl": "ip:0.0.0.0/0", "other_user": "digest:mallory may change it",
            "no_credentials": "ZKWARDEN_REGISTRY_AUTH is unset"}[forgery]
     assert [l for l in log.splitlines() if said in l and " warn " in l and why in l], log
+    mallory_hash = base64.b64encode(hashlib.sha1(b"mallory:pw").digest()).decode()
+    assert mallory_hash not in log  # a digest id is a hash of a password: the user alone is said
     assert "is a lock of an identity whose registry record is not trusted" in log
     # Said once per change, however often it is read.
     with pytest.raises(NotEmptyError):
