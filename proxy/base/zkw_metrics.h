@@ -271,7 +271,7 @@ struct zkw_histogram {
     "a read or delete failed); 0 once a pass finished. Earlier incarnations' trees retire only at 0.")       \
   X(own_trees, GAUGE, NONE, "zkwarden_own_trees",                                                            \
     "This identity's own trees, which the sweep and the lock report read (ZKWARDEN_SWEEP_TREES, the trees "  \
-    "its JobManager's creates show, and a creator-only registry record's).")                                 \
+    "its JobManager's creates show, and a trusted registry record's).")                                      \
   X(zombies_unproven, COUNTER, NONE, "zkwarden_zombies_unproven_total",                                      \
     "Ephemerals whose owner the registry record lists as dead but zkwarden could not prove dead (record "    \
     "writable by anyone, the session attached or current): never deleted, each logged once.")                \
@@ -293,6 +293,14 @@ struct zkw_histogram {
     "1 while a registry node of this identity (its record lets whoever reads it close the JobManager's "     \
     "session) is "                                                                                           \
     "readable without credentials (ZKWARDEN_REGISTRY_AUTH unset, or a world ACL not made creator-only).")    \
+  X(registry_untrusted, GAUGE, NONE, "zkwarden_registry_untrusted",                                          \
+    "1 while this identity's registry record, or a registry node above it, can be changed by someone "       \
+    "other than zkwarden's registry identity (ZKWARDEN_REGISTRY_AUTH unset, or an ACL not made "             \
+    "zkwarden-only): its dead sessions and trees then delete nothing.")                                      \
+  X(untrusted_records, COUNTER, NONE, "zkwarden_untrusted_records_total",                                    \
+    "Registry records read (this identity's at each load, other identities' by reclaim) that someone other " \
+    "than zkwarden's registry identity can change: nothing they name was deleted; logged at warn once per "  \
+    "change.")                                                                                               \
   X(lock_walks, COUNTER, NONE, "zkwarden_lock_walks_total",                                                  \
     "Walks of the lock roots started for GET / and /v1/locks (one at a time; a report answers 5 s of "       \
     "requests).")                                                                                            \

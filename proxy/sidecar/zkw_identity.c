@@ -259,6 +259,7 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
   memset(id, 0, sizeof *id);
   id->srv = srv;
   id->on_record_loaded = record_loaded;
+  id->on_trust = zkw_registry_flush_dead;
   if (cfg->relay_only) {
     id->disabled = true;
     zkw_log_info("ZKWARDEN_MODE=relay: a plain proxy, without identity, tags, fencing or reclaim");

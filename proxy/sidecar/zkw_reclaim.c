@@ -7,8 +7,9 @@
  * Every read, delete and create goes in-band (zkw_inband.h), on the
  * JobManager session's own connection, so it has exactly the JobManager's
  * rights under creator ACLs, digest, SASL and Kerberos. The registry session
- * is used only to read other identities' records, and in observe mode, which
- * sends nothing on the JobManager's connection, for the reads that tell what
+ * is used only to read other identities' records (trusted only as
+ * zkw_regtrust.h says) and their ACLs, and in observe mode, which sends
+ * nothing on the JobManager's connection, for the reads that tell what
  * sidecar mode would have done. A step that cannot do its work is logged at
  * warn, counted in zkwarden_reclaim_failures_total and recorded in
  * /v1/reclaims (step_failed); the JobManager then has the reply it would
@@ -30,6 +31,7 @@
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
+#include "zkw_regtrust.h"
 #include "zkw_replies.h"
 #include "zkw_session.h"
 #include "zkw_upstream.h"
@@ -37,6 +39,9 @@
 /* ---------------------------------------------------------------- reclaim */
 
 static const char NOT_A_LOCK[] = "not a lock (its name is not a UUID)";
+static const char UNTRUSTED_RECORD[] =
+    "a lock of an identity whose registry record is not trusted (see the warn "
+    "line about it): its incarnation makes nothing stale";
 
 struct zkw_reclaim {
   struct zkw_session *s;
@@ -244,8 +249,6 @@ static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
   delete_settled(rcl);
 }
 
-/* The identity's current incarnation for a foreign tag. */
-
 /* One lock's read settled: once all have, the vanished ones are dropped
  * and the reclaim decides. */
 static void read_settled(struct zkw_reclaim *rcl) {
@@ -257,9 +260,11 @@ static void read_settled(struct zkw_reclaim *rcl) {
   reclaim_decide(rcl);
 }
 
-static void check_done(struct zkw_reclaim *rcl, int i, uint64_t current) {
+/* untrusted: the lock's identity's record is not trusted (its incarnation
+ * makes nothing stale). */
+static void check_done(struct zkw_reclaim *rcl, int i, uint64_t current, bool untrusted) {
   struct zkw_lock_check *c = &rcl->locks[i];
-  c->why = zkw_lockcheck_why_not(c, rcl->s->session_id, current);
+  c->why = untrusted ? UNTRUSTED_RECORD : zkw_lockcheck_why_not(c, rcl->s->session_id, current);
   /* Not stale, but its owner is a session of this identity proven dead: a
    * zombie, deleted like a stale lock. */
   if (c->why && zkw_lockcheck_zombie(rcl->id, c, rcl->s->session_id, true)) c->why = NULL;
@@ -271,19 +276,69 @@ static void check_done(struct zkw_reclaim *rcl, int i, uint64_t current) {
   read_settled(rcl);
 }
 
+/* Another identity's record, read to tell whether its lock is stale: its
+ * incarnation counts only when only zkwarden's registry identity can change
+ * the record (zkw_regtrust.h): a record anyone else could write (an `ip`
+ * ACL, another user's, or no credentials at all) could name incarnation 999
+ * and make a live JobManager's lock look stale. */
+struct foreign {
+  struct zkw_reclaim *rcl;
+  int index;
+  uint64_t current;
+  struct Stat stat; /* the record as read: its ACL must be of the same node and ACL version */
+  char node[600];
+};
+
+static void foreign_untrusted(struct zkw_reclaim *rcl, int i, const char *node, const char *why) {
+  ZKW_METRIC_INC(untrusted_records);
+  zkw_regtrust_say(rcl->locks[i].tag.identity, node, why);
+  check_done(rcl, i, 0, true);
+}
+
+static void foreign_acl_read(void *arg, const struct zkw_zk_result *r) {
+  struct foreign *f = arg;
+  struct zkw_reclaim *rcl = f->rcl;
+  int i = f->index;
+  if (r->rc != ZOK && r->rc != ZNONODE) { /* not known this time: the lock is not stale */
+    zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "read the registry ACL of the identity of",
+                              rcl->locks[i].path, r->rc, &rcl->locks[i]);
+    free(f);
+    return check_done(rcl, i, 0, false);
+  }
+  char buf[ZKW_REGTRUST_WHY_MAX];
+  const char *why = zkw_regtrust_why(r, true, buf, sizeof buf);
+  if (!why && !zkw_regtrust_same(&r->stat, &f->stat)) why = "it changed while it was read";
+  if (why)
+    foreign_untrusted(rcl, f->index, f->node, why);
+  else
+    check_done(rcl, f->index, f->current, false);
+  free(f);
+}
+
 static void foreign_record_read(void *arg, const struct zkw_zk_result *r) {
-  struct lock_arg *fr = arg;
-  struct zkw_reclaim *rcl = fr->rcl;
-  int i = fr->index;
-  free(fr);
+  struct foreign *f = arg;
+  struct zkw_reclaim *rcl = f->rcl;
+  int i = f->index;
   struct zkw_record rec;
-  uint64_t current = 0;
-  if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) current = rec.incarnation;
+  bool parsed = r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0;
+  f->current = parsed ? rec.incarnation : 0;
+  memset(&rec, 0, sizeof rec);
   if (r->rc != ZOK && r->rc != ZNONODE)
     zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "read the registry record of the identity of",
                               rcl->locks[i].path, r->rc, &rcl->locks[i]);
-  memset(&rec, 0, sizeof rec);
-  check_done(rcl, i, current);
+  if (!parsed || f->current == 0) { /* nothing to trust: the lock is not stale */
+    free(f);
+    return check_done(rcl, i, 0, false);
+  }
+  f->stat = r->stat;
+  struct zkw_identity *id = rcl->id;
+  int zrc = zkw_zk_get_acl(id->zk, f->node, "acl-foreign", foreign_acl_read, f);
+  if (zrc != ZOK) {
+    zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "read the registry ACL of the identity of",
+                              rcl->locks[i].path, zrc, &rcl->locks[i]);
+    free(f);
+    check_done(rcl, i, 0, false);
+  }
 }
 
 static void lock_read(struct zkw_reclaim *rcl, int i, const struct zkw_zk_result *r) {
@@ -305,18 +360,27 @@ static void lock_read(struct zkw_reclaim *rcl, int i, const struct zkw_zk_result
   zkw_lockcheck_fill(c, r);
   struct zkw_identity *id = rcl->id;
   if (!c->tagged || strcmp(c->tag.identity, rcl->s->srv->cfg->identity) == 0)
-    return check_done(rcl, i, zkw_identity_current(id));
+    return check_done(rcl, i, zkw_identity_current(id), false);
   /* Another identity's lock: its own record says whether it moved on. */
   char node[600];
   snprintf(node, sizeof node, "%s/%s", id->root_identities, c->tag.identity);
-  struct lock_arg *fr = zkw_malloc(sizeof *fr);
-  if (fr) *fr = (struct lock_arg){rcl, i};
-  int zrc = fr ? zkw_zk_get(id->zk, node, false, foreign_record_read, fr) : ZSYSTEMERROR;
+  if (!id->srv->cfg->registry_auth[0]) return foreign_untrusted(rcl, i, node, ZKW_REGTRUST_NO_AUTH);
+  if (!id->parents_trusted)
+    return foreign_untrusted(rcl, i, node,
+                             id->acl_pass_why[0]
+                                 ? id->acl_pass_why
+                                 : "the registry's parent nodes are not known zkwarden-only yet");
+  struct foreign *f = zkw_malloc(sizeof *f);
+  if (f) {
+    *f = (struct foreign){.rcl = rcl, .index = i};
+    snprintf(f->node, sizeof f->node, "%s", node);
+  }
+  int zrc = f ? zkw_zk_get(id->zk, node, false, foreign_record_read, f) : ZSYSTEMERROR;
   if (zrc != ZOK) {
-    free(fr);
+    free(f);
     zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "read the registry record of the identity of",
                               c->path, zrc, c);
-    return check_done(rcl, i, 0);
+    return check_done(rcl, i, 0, false);
   }
 }
 

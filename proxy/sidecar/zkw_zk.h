@@ -56,12 +56,16 @@ int zkw_zk_create(struct zkw_zk *zk, const char *path, const char *data, int len
 int zkw_zk_set(struct zkw_zk *zk, const char *path, const char *data, int len, int version, zkw_zk_cb cb,
                void *arg);
 int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb, void *arg);
-/* The node's ACL: r->acl_world, r->acl_world_read, r->stat.aversion. */
-int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
+/* The node's ACL: r->acl_world, r->acl_world_read, r->stat.aversion, and
+ * the judgement against the session's own digest id (acl_ours, acl_others,
+ * acl_other: zkw_zk_result.h). what names the call's fault points (the
+ * test build's ZKW_TEST_FAULT=zk:N@what), e.g. "acl-parent". */
+int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, const char *what, zkw_zk_cb cb, void *arg);
 /* Makes the node creator-only (the session's digest credentials, all
  * permissions), if its ACL version is still aversion. ZINVALIDACL without
- * credentials. */
-int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, zkw_zk_cb cb, void *arg);
+ * credentials. what: as for zkw_zk_get_acl. */
+int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, const char *what, zkw_zk_cb cb,
+                           void *arg);
 int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
 
 const char *zkw_zk_error(int rc);

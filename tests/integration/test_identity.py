@@ -355,8 +355,12 @@ def test_sweep_and_reclaim_leave_what_is_not_a_stale_lock(private_zk, zkwarden_f
 def test_job_graph_removed_after_cancel_despite_restarted_standby(way, private_zk, zkwarden_factory,
                                                                   kazoo_factory):
     kind = "zkwarden" if way != "direct" else "direct"
-    leader_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-0")
-    standby_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-1")
+    # Another identity's record counts only when only zkwarden's registry
+    # identity can change it: the cluster's sidecars share registry
+    # credentials (tests/integration/test_trust.py: without them, nothing).
+    auth = {"ZKWARDEN_REGISTRY_AUTH": "zkw:registry-pw"}
+    leader_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-0", **auth)
+    standby_hp, _ = via(kind, private_zk, zkwarden_factory, identity="jm-1", **auth)
     graph = "/flink/c1/jobgraphs/%s" % ("f" * 32)
     leader = kazoo_factory(leader_hp)
     leader.create(graph, b"jobgraph-handle", makepath=True)

@@ -434,10 +434,11 @@ def test_record_listing_the_current_or_a_live_session_as_dead(private_zk, zkward
 
 def test_a_forged_tree_in_a_record_anyone_may_write_is_not_read(private_zk, zkwarden_factory, kazoo_factory):
     """Without ZKWARDEN_REGISTRY_AUTH anyone may write the record: a forged
-    tree=/flink/<another cluster> there is neither read by the sweep or the
-    lock report nor written on; the trees the JobManager's creates show are.
-    Before, the restarted sidecar read the other cluster's tree (and deleted a
-    node there that looked like a stale lock of this identity)."""
+    tree=/flink/<another cluster> there is never swept (the trees the
+    JobManager's creates show are), and the lock report shows it only marked
+    untrusted, where `--reclaim` acts on nothing. Before, the restarted
+    sidecar read the other cluster's tree (and deleted a node there that
+    looked like a stale lock of this identity)."""
     client = kazoo_factory(private_zk.hostport)
     me = "forgedtree-%d-%s" % (os.getpid(), uuid.uuid4().hex[:6])
     cluster = "/flink/t-%s" % uuid.uuid4().hex[:8]
@@ -457,30 +458,40 @@ def test_a_forged_tree_in_a_record_anyone_may_write_is_not_read(private_zk, zkwa
     mark = len(proxy.stderr())
     data, _ = client.get(node)
     client.set(node, data.replace(b"\ntree=", b"\ntree=%s\ntree=" % other.encode(), 1))
-    # `zkwarden locks` takes the record's trees under the same rule.
+    # `zkwarden locks` shows the record's trees, marked untrusted, and acts on nothing there.
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZKWARDEN_")}
     env.update({"ZKWARDEN_UPSTREAM": private_zk.hostport, "ZKWARDEN_IDENTITY": me})
+    cli = subprocess.run([default_zkwarden_bin(), "locks", "--json", "--reclaim"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert "are read and marked untrusted: the record is not trusted (ZKWARDEN_REGISTRY_AUTH is unset" \
+        in cli.stderr, cli.stderr
+    doc = json.loads(cli.stdout)
+    assert other in doc["untrusted_roots"].split(","), doc["untrusted_roots"]
+    (entry,) = [e for e in doc["locks"] if e["path"] == bait]
+    assert entry["stale"] and not entry["trusted"] and "not trusted" in entry["untrusted"], entry
+    assert doc["reclaim"]["deleted"] == 0, doc["reclaim"]
+    assert client.exists(bait) is not None
+    env["ZKWARDEN_SWEEP_TREES"] = cluster  # named by the operator: trusted
     cli = subprocess.run([default_zkwarden_bin(), "locks", "--json"], env=env, capture_output=True, text=True,
                          timeout=60)
     assert cli.returncode == 0, cli.stderr
-    assert "the record is not creator-only (ZKWARDEN_REGISTRY_AUTH is unset)" in cli.stderr, cli.stderr
-    assert bait not in cli.stdout and other not in cli.stdout, cli.stdout
-    env["ZKWARDEN_SWEEP_TREES"] = cluster  # named by the operator: read
-    cli = subprocess.run([default_zkwarden_bin(), "locks", "--json"], env=env, capture_output=True, text=True,
-                         timeout=60)
-    assert cli.returncode == 0 and cluster in cli.stdout and other not in cli.stdout, (cli.stdout, cli.stderr)
+    doc = json.loads(cli.stdout)
+    assert cluster in doc["roots"].split(",") and doc["untrusted_roots"] == other, doc
     proxy.start()
     wait_until(lambda: ready(proxy) and jm.connected and proxy.metric("zkwarden_sessions_active") == 1, 20,
                what="the JobManager back through the sidecar")
     jm.create("%s/%s" % (checkpoint_locks(cluster, 0, 1), uuid.uuid4()), b"127.0.0.1", ephemeral=True)
     wait_until(lambda: sweeps(proxy, mark) >= 2, 20, what="two sweeps")
     log = proxy.stderr()[mark:]
-    assert log.count("the record is not creator-only (ZKWARDEN_REGISTRY_AUTH is unset)") == 1, log
+    assert log.count("are not swept: the record is not trusted (ZKWARDEN_REGISTRY_AUTH is unset") == 1, log
     for line in log.splitlines():
         if "sweep done" in line or "own trees" in line:
             assert other not in line, line
     assert client.exists(bait) is not None
     assert proxy.metric("zkwarden_stale_locks_swept_total") == 0
+    assert proxy.metric("zkwarden_registry_untrusted") == 1
+    # Once the JobManager's own tree was walked whole the record's trees retire.
     wait_until(lambda: other.encode() not in client.get(node)[0], 10, what="the record written without it")
     status, body = proxy.admin_get("/v1/locks")
     assert status == 200, body
