@@ -22,6 +22,7 @@ import calendar
 import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 
@@ -223,7 +224,6 @@ def join_and_fail_over(cell, c, sidecar, mode, upstream, jobs, tree):
 def _grace(sidecars):
     """The sidecars' ZKWARDEN_ORPHAN_GRACE_MS (their --check-config), None direct."""
     for s in sidecars.values():
-        import subprocess
         out = subprocess.run([s.binary or fc.procs.zkwarden_binary(), "--check-config"], env=s.environment(),
                              capture_output=True, text=True, timeout=10).stdout
         m = re.search(r"^ZKWARDEN_ORPHAN_GRACE_MS=(\d+)", out, re.M)
