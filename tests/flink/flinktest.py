@@ -115,21 +115,19 @@ class Cell:
         if self.zk is not None:
             self.zk.stop()
 
-    def cluster(self, name, mode, upstream, kind="session", timeout_ms=None, sidecar_class=None, flink=None,
-                log_level=None):
+    def cluster(self, name, mode, upstream, kind="session", timeout_ms=None, sidecar_class=None, log_level=None):
         """A cluster of its own cluster id, with a sidecar in front of upstream
         unless mode is direct (direct_tolerate: direct with Flink's
         tolerate-suspended-connections; stop_start: a sidecar, for the
         scenarios of its own restart). sidecar_class(dir, identity, upstream,
-        registry root, **kw): another kind of sidecar (sidecars.KeptSidecar);
-        flink: Flink settings of the cluster's own. Returns (FlinkCluster,
-        Sidecar or None)."""
+        registry root, **kw): another kind of sidecar (sidecars.KeptSidecar).
+        Returns (FlinkCluster, Sidecar or None)."""
         self.n += 1
         cid = "%s-%s-%d" % (name, mode.replace("_", ""), self.n)
         d = self.dir / cid
         sidecar = None
         quorum = upstream
-        flink = dict(flink or {})
+        flink = {}
         if mode == "direct_tolerate":
             flink[TOLERATE_SUSPENDED] = "true"
         elif mode != "direct":
@@ -483,7 +481,7 @@ def _log_time(text, marker):
 
 def run_cell(args, flink, zk, scenarios, workdir, zkwarden, binaries):
     """flink, zk: (line, version); zkwarden: zkwarden_build()'s, what the run
-    measures; binaries: the paths of the builds (run_binaries())."""
+    measures; binaries: the paths of the builds (zkwarden_build())."""
     cell = Cell(args, flink, zk, workdir)
     flink_line, zk_line = flink[0], zk[0]
     t0 = time.time()

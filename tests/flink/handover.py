@@ -139,7 +139,7 @@ def _hand_over(scenario, mode, sidecar, builds, versions, k):
         trigger = "command" if k % 2 == 0 else "sigusr2"
         to = (k + 1) % 2
         old, new, s, rc = sidecar.upgrade(builds[to], trigger)
-        serving = sidecars.serving_version(sidecar)
+        serving = sidecar.wait_version(versions[to])
         return {"trigger": "zkwarden upgrade" if trigger == "command" else "SIGUSR2", "old_pid": old,
                 "new_pid": new, "seconds": s, "to_version": versions[to], "serving_version": serving}
     old, new, s = sidecars.takeover(sidecar)

@@ -46,7 +46,7 @@ def _cmake_build(build_dir, targets, configure_args, what):
     """Configures build_dir (when it has no CMake cache) and builds targets;
     raises Missing with the end of the build's output when it fails."""
     build_dir = Path(build_dir)
-    logf = fc.cache_dir() / ("%s.log" % "-".join(["build"] + list(targets)))
+    logf = fc.cache_dir() / ("%s.log" % "-".join([build_dir.name] + list(targets)))
     build_dir.parent.mkdir(parents=True, exist_ok=True)
     cmds = []
     if not (build_dir / "CMakeCache.txt").exists():
@@ -109,7 +109,7 @@ def keeper_binary(zkwarden):
             _cmake_build(fc.REPO / "build", ["zkwarden-keeper"], [], "build/zkwarden-keeper (it was missing)")
         except Missing as e:
             why = "this checkout has no such target" if "No rule to make target" in str(e) else \
-                "the build failed; its output: build/flink/build-zkwarden-keeper.log"
+                "the build failed; its output: %s" % _shown(fc.cache_dir() / "build-zkwarden-keeper.log")
             raise KeeperMissing("zkwarden-keeper not found at %s, and cmake --build build --target zkwarden-keeper "
                                 "did not make it (%s): %s" % (_shown(path), why, KEEPER_HOW))
     if not os.access(path, os.X_OK):
@@ -228,11 +228,14 @@ class KeptSidecar(procs.Sidecar):
         return self
 
     def wait_worker(self, old, timeout):
-        """Waits for a worker other than old that answers /healthz; returns its pid."""
+        """Waits until old (a worker's pid, or None) is gone and another
+        worker answers /healthz; returns its pid."""
         def ready():
             if self.proc.poll() is not None:
                 raise RuntimeError("zkwarden-keeper %s exited with %s:\n%s"
                                    % (self.identity, self.proc.returncode, tail(self.log)))
+            if old is not None and pid_alive(old):
+                return None
             w = self.worker()
             return w if w is not None and w != old and admin_get(self.admin_port, "/healthz")[0] == 200 else None
         w = wait_until(ready, timeout, interval=0.02, what="zkwarden %s: a new worker serving" % self.identity)
@@ -273,6 +276,20 @@ class KeptSidecar(procs.Sidecar):
             raise ValueError(trigger)
         new = self.wait_worker(old, timeout)
         return old, new, round(time.monotonic() - t0, 2), rc
+
+    def wait_version(self, version, timeout=30.0):
+        """The version /metrics reports once it is version (or the last one
+        read when the timeout passes: the caller judges it)."""
+        seen = {}
+
+        def check():
+            seen["v"] = serving_version(self)
+            return seen["v"] == version
+        try:
+            wait_until(check, timeout, interval=0.1, what="zkwarden %s serving %s" % (self.identity, version))
+        except TimeoutError:
+            pass
+        return seen.get("v")
 
     def kill9(self):
         """kill -9 of the keeper and its worker (the pod's processes all gone)."""

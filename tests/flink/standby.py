@@ -53,8 +53,8 @@ def _leader_of(jms, marks):
 def _wait_led(jms, jobs, t0, marks, timeout):
     """Waits until a JobManager leads again and every job is RUNNING (every
     task) on it; returns (its name, s from t0 to its leadership log line, s
-    from t0 to every job RUNNING, the load average (1 min) then and at the
-    start of the wait)."""
+    from t0 to every job RUNNING, the load average (1 min) at the start of
+    the wait and at its end)."""
     got = {}
 
     def check():
