@@ -6,7 +6,8 @@
 # with the sanitizer build, the performance guard (tests/bench/run.sh
 # --quick: loose ratios to direct), the quick incident drill (also through
 # TLS), real Flink's quick run (tests/flink: Flink 1.20 on Debian's ZooKeeper
-# 3.8.0, S1-S3 direct and through zkwarden) and a short soak.
+# 3.8.0, S1-S3 and a standby's failover, direct and through zkwarden) and a
+# short soak.
 #   ZKW_FUZZ_SECONDS (default 60)  length of the fuzz run; 0 skips it
 # Extra arguments are passed to pytest (e.g. -k kazoo).
 set -uo pipefail
@@ -54,7 +55,7 @@ suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/b
 suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick
 suite "incident drills through TLS (quick, release)" env ZKW_BIN="$repo/build/zkwarden" \
   "$repo/tests/drills/run.sh" --quick --tls
-suite "real Flink, quick: Flink 1.20 JobManager crash, retained checkpoints, cancel (release)" \
+suite "real Flink, quick: Flink 1.20 JobManager crash, retained checkpoints, cancel, standby (release)" \
   env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/flink/run.sh" --quick --json "$repo/build/flink/quick.json"
 suite "soak (2 min, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/soak/run.sh" --minutes 2
 

@@ -79,8 +79,10 @@ struct zkw_hostport {
     "comma list of znode paths under which the lock rule applies")                                           \
   X(fence_timeout_ms, "ZKWARDEN_FENCE_TIMEOUT_MS", "3000", uint, 1, 600000,                                  \
     "bound on fencing before the request beginning an incarnation goes on, ms (fencing goes on after)")      \
-  X(orphan_grace_ms, "ZKWARDEN_ORPHAN_GRACE_MS", "10000", uint, 0, 86400000,                                 \
-    "grace before a session whose JobManager connection dropped is fenced, ms; 0 disables")                  \
+  X(orphan_grace_ms, "ZKWARDEN_ORPHAN_GRACE_MS", "2500", uint, 0, 86400000,                                  \
+    "grace before a session whose JobManager connection dropped without closeSession is fenced, ms; 0 "      \
+    "disables. A live Java client comes back 1-2 s after a drop (1 s, then a random 0-1 s), so a standby "   \
+    "JobManager leads this long after its leader's crash")                                                   \
   X(sweep_interval_s, "ZKWARDEN_SWEEP_INTERVAL_S", "300", uint, 0, 86400,                                    \
     "periodic sweep of this identity's stale locks, s; 0 disables")                                          \
   X(session_move, "ZKWARDEN_SESSION_MOVE", "on", onoff, 0, 0,                                                \
