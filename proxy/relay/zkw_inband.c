@@ -171,6 +171,10 @@ static struct zkw_request path_request(int32_t type, const char *path) {
   return req; /* watch stays 0 */
 }
 
+int zkw_inband_request(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
+  return submit(s, req, cb, arg);
+}
+
 int zkw_inband_get(struct zkw_session *s, const char *path, zkw_zk_cb cb, void *arg) {
   struct zkw_request req = path_request(ZKW_OP_GET_DATA, path);
   return submit(s, &req, cb, arg);

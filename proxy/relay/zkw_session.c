@@ -17,6 +17,7 @@
 #include "zkw_inband.h"
 #include "zkw_metrics.h"
 #include "zkw_move.h"
+#include "zkw_mutate.h"
 #include "zkw_pair.h"
 #include "zkw_replies.h"
 #include "zkw_text.h"
@@ -217,6 +218,7 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   if (req.type == ZKW_OP_SASL) s->sasl = true;
   if (zkw_pending_push_flags(&s->pending, req.xid, req.type, pflags)) return ZKW_E_NOSPACE;
   zkw_watches_request(&s->watches, &req);
+  zkw_mutate_request(s, &req, frame, flen);
   return action;
 reserved:
   zkw_slog(s, ZKW_LOG_WARN, "bad request from client: xid %d is reserved and cannot carry %s", req.xid,
@@ -297,7 +299,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   } else {
     len = corrupt(len, "notification");
   }
-  return zkw_replies_take(s, frame, flen, len, op, pflags);
+  return zkw_mutate_reply(s, frame, flen, op, zkw_replies_take(s, frame, flen, len, op, pflags));
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
   return ZKW_E_VALUE;
