@@ -345,6 +345,7 @@ def check_read_your_writes(h, writes, deleted):
                                     "write_mzxid": _hex(seen), "session_zxid": _hex(z)})
             if xid is not None and xid > 0 and zxid and zxid > 0:
                 zmax[sid] = max(zmax.get(sid, 0), zxid)
+    out += own_writes(h)
     # No read shows a value before its write was sent (every value is unique).
     sent = {}
     for op in h.ops.values():
@@ -363,6 +364,53 @@ def check_read_your_writes(h, writes, deleted):
         if v and (t is None or t > op["done"]["ts"]):
             out.append({"what": "read a value no write had sent yet", "client": op["c"], "path": op["path"],
                         "value": v, "op": op["id"]})
+    return out
+
+
+def own_writes(h):
+    """A session reads what it wrote itself, on any path (a JobManager's
+    locks too), unless a delete of that path by any client may have run in
+    between: a read sent after the session's own create or setData of the
+    node (later on the same connection, or after its reply) shows it, at
+    least that version."""
+    out = []
+    deletes = defaultdict(list)  # path -> [(sent, done or None)]
+    for op in h.ops.values():
+        paths = [op["path"]] if op["kind"] == "delete" else \
+            [p for k, p, _ in op["args"]["ops"] if k == "delete"] if op["kind"] == "multi" else []
+        for p in paths:
+            deletes[p].append((op["ts"], (op["done"] or {}).get("ts") if h.outcome(op) != "unknown" else None))
+    for c in h.frames:
+        mine = {}  # (sid, path) -> (mzxid or 0, the write's op, sent at)
+        for rseq, rec, xid, zxid, conn, sid in replies(h, c):
+            if "kind" not in rec or not h.ok(rec):
+                if "kind" in rec and rec["kind"] in ("get", "exists") and _err(rec) == "NoNode":
+                    pass
+                else:
+                    continue
+            kind = rec["kind"]
+            res = (rec["done"] or {}).get("res") or {}
+            if kind in ("create", "set") and h.ok(rec) and not (rec.get("args") or {}).get("seq"):
+                st = res.get("stat")
+                mine[(sid, res.get("path") or rec["path"])] = (st["mzxid"] if st else 0, rec)
+            elif kind == "multi":
+                for (k, p, _), r in zip(rec["args"]["ops"], res.get("results", [])):
+                    if k in ("create", "set") and ("path" in r or "stat" in r):
+                        mine[(sid, p)] = (r["stat"]["mzxid"] if r.get("stat") else 0, rec)
+            elif kind in ("get", "exists"):
+                w = mine.get((sid, rec["path"]))
+                if w is None:
+                    continue
+                m, wop = w
+                t0, t1 = wop["ts"], rec["done"]["ts"]
+                if any(sent < t1 and (done is None or done > t0) for sent, done in deletes.get(rec["path"], [])):
+                    continue
+                st = res.get("stat") if h.ok(rec) else None
+                if st is None or st["mzxid"] < m:
+                    out.append({"what": "a session's read does not show its own write", "client": c,
+                                "session": _hex(sid), "path": rec["path"], "write": _desc(wop),
+                                "write_mzxid": _hex(m), "read": _desc(rec),
+                                "read_mzxid": _hex(st["mzxid"]) if st else "no node"})
     return out
 
 
@@ -549,19 +597,32 @@ def check_locks_tagged(h, run_info):
 
 def check_lock_reads(h):
     """The JobManager reads its own lock's bytes back (the tag is invisible):
-    part of locks_tagged, run direct too."""
+    part of locks_tagged, run direct too. A read counts from the reply of the
+    JobManager's own successful create of the lock until it sends a delete of
+    it (its replies in order)."""
     out = []
-    made = {}
-    for op, path, c, sid, outcome in eph_creates(h):
-        if c.startswith("jm") and LOCK.search(path) and outcome == "ok":
-            args = op["args"] if op["kind"] == "create" else [a for k, p, a in op["args"]["ops"] if p == path][0]
-            made[(path, c)] = args["v"]
-    for op in h.by_kind("get"):
-        if op["c"].startswith("jm") and LOCK.search(op["path"]) and h.ok(op) and (op["path"], op["c"]) in made:
-            got = op["done"]["res"]["v"]
-            if got != made[(op["path"], op["c"])]:
-                out.append({"what": "the JobManager read other bytes than it wrote in its lock", "path": op["path"],
-                            "read": (got or "")[:80], "wrote": made[(op["path"], op["c"])]})
+    for c in h.frames:
+        if not c.startswith("jm"):
+            continue
+        mine = {}
+        for rseq, rec, xid, zxid, conn, sid in replies(h, c):
+            if "kind" not in rec:
+                continue
+            kind = rec["kind"]
+            if kind == "delete":
+                mine.pop(rec["path"], None)
+            elif kind == "create" and LOCK.search(rec["path"]) and h.ok(rec):
+                mine[rec["path"]] = rec["args"]["v"]
+            elif kind == "multi" and h.ok(rec):
+                for k, p, a in rec["args"]["ops"]:
+                    if k == "create" and LOCK.search(p):
+                        mine[p] = a["v"]
+            elif kind == "get" and rec["path"] in mine and h.ok(rec):
+                got = rec["done"]["res"]["v"]
+                if got != mine[rec["path"]]:
+                    out.append({"what": "the JobManager read other bytes than it wrote in its lock",
+                                "path": rec["path"], "read": (got or "")[:80], "wrote": mine[rec["path"]],
+                                "op": rec["id"]})
     return out
 
 

@@ -143,11 +143,14 @@ def finish_runs(all_runs, admin):
     until no ephemeral of theirs is left (each session closed, or expired)."""
     for r in all_runs:
         r.stop_workload()
+    snap = runs.settled_client(all_runs[0].ensemble)
     for r in all_runs:
-        r.snapshot_data = r.snapshot(admin)
+        r.snapshot_data = r.snapshot(snap)
         r.jm_current_sid = r.idle.get("jm%d" % r.jm_inc, {}).get("sid") if r.with_jm else None
         r.metrics = r.zkwarden_metrics()
         r.reclaims = r.reclaims_view()
+    snap.stop()
+    snap.close()
     for r in all_runs:
         r.close_sessions()
     deadline = time.monotonic() + SESSION_TIMEOUT * 2 + 10

@@ -378,6 +378,33 @@ def _batch(rc, reqs):
         rc.finish(op, res=_multi_res(r))
 
 
+def settled_client(ensemble, timeout=60.0):
+    """A client of the leader, once every server has applied the same last
+    zxid: what the end snapshot reads (a server that just rejoined can serve
+    reads before it has caught up)."""
+    def zxids():
+        out = []
+        for s in ensemble.servers:
+            try:
+                text = zkharness.four_letter(s.port, "srvr", timeout=2.0).decode("utf-8", "replace")
+            except OSError:
+                return None
+            z = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Zxid:")]
+            out.append(z[0] if z else None)
+        return out if len(set(out)) == 1 and out[0] else None
+    last = [None]
+
+    def settled():  # the same zxid everywhere, twice in a row
+        z = zxids() if ensemble.has_quorum() else None
+        same, last[0] = z is not None and z == last[0], z
+        return same
+    zkharness.wait_until(settled, timeout, interval=0.5, what="every server at the same zxid")
+    c = KazooClient(hosts=ensemble.servers[ensemble.leader()].hostport, timeout=10.0)
+    c.start(timeout=60)
+    c.sync("/")
+    return c
+
+
 def admin_client(ensemble, timeout=10.0):
     c = KazooClient(hosts=ensemble.connect, timeout=timeout)
     c.start(timeout=60)

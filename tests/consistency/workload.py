@@ -410,6 +410,7 @@ class JobManager(Actor):
         reqs = []
         for n in ns:  # retained checkpoints locked again, as Flink's recovery does
             reqs += self.create(self.lock_of(self.state(n)), "%s-%d" % (self.label, n), eph=True)
+            reqs += self.get(self.lock_of(self.state(n)))
             reqs += self.get(self.state(n))
         self.run_batch(reqs)
         self.retained = ns
@@ -472,15 +473,14 @@ class JobManager(Actor):
                 self.graphs[g] = 0
                 jg = "%s/%s" % (self.jobgraphs, g)
                 reqs += self.create("%s/%s" % (jg, self.uuid), "%s-jg" % self.label, eph=True)
+                reqs += self.get("%s/%s" % (jg, self.uuid))
                 reqs += self.get(jg)
         for g in list(self.graphs):
             self.graphs[g] += 1
-            if self.graphs[g] == 6:
+            if self.graphs[g] == 6:  # removed (a stale lock under it can keep it there: never locked again)
                 jg = "%s/%s" % (self.jobgraphs, g)
                 reqs += self.delete("%s/%s" % (jg, self.uuid))
                 reqs += self.delete(jg)
-            elif self.graphs[g] > 6:
-                del self.graphs[g]
         if reqs:
             self.run_batch(reqs)
         return len(reqs) + 1
