@@ -557,6 +557,12 @@ def check_zkwarden_deletes(h, run_info):
             if not ok:
                 out.append({"what": "zkwarden deleted a node it did not tag or that was not stale",
                             "path": a["path"], "audit": a})
+    # /v1/reclaims (the last actions) says what the audit file says.
+    audited = {(a.get("time_ms"), a.get("kind"), a.get("path"), a.get("session"), a.get("done"))
+               for a in run_info["audit"]}
+    for a in (run_info.get("reclaims") or {}).get("reclaims", []):
+        if (a.get("time_ms"), a.get("kind"), a.get("path"), a.get("session"), a.get("done")) not in audited:
+            out.append({"what": "an action /v1/reclaims shows is not in the audit file", "action": a})
     # Nothing of the run vanished that no one deleted (direct too).
     nodes = set(run_info["snapshot"]["nodes"])
     deleted = h.deleted_paths()

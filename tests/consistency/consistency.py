@@ -45,8 +45,8 @@ def log(msg):
 
 def build_checker(dest):
     go = shutil.which("go") or "/usr/local/go/bin/go"
-    r = subprocess.run([go, "build", "-o", str(dest), "."], cwd=str(HERE / "checker"), capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run([go, "build", "-buildvcs=false", "-o", str(dest), "."], cwd=str(HERE / "checker"),
+                       capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError("go build of the checker failed:\n%s%s" % (r.stdout, r.stderr))
     return dest
@@ -167,7 +167,7 @@ def finish_runs(all_runs, admin):
 def check(r, checker_bin):
     info = {"root": r.root, "identity": r.identity, "snapshot": r.snapshot_data, "idle": r.idle,
             "audit": r.audit(), "leftover": r.leftover, "lock_snapshots": r.lock_snapshots,
-            "jm_current_sid": r.jm_current_sid, "kind": r.kind}
+            "jm_current_sid": r.jm_current_sid, "kind": r.kind, "reclaims": r.reclaims}
     (r.dir / "info.json").write_text(json.dumps(info))  # for --recheck
     found, stats = checkers.check_run(r.histories(), info, checker_bin, r.dir, r.kind == "zkwarden")
     return found, stats

@@ -45,6 +45,8 @@ CHECKS = {
                     "and session) and the JobManager's own bytes; the JobManager reads its own bytes back",
 }
 
+DISABLED_WHY = {"zkwarden_restart": "the binary has no `--takeover` yet: issue 37"}
+
 MUTATION_TEXT = {
     "swap_replies": "two replies of a session sent out of order",
     "drop_watch_event": "a notification dropped",
@@ -94,8 +96,11 @@ def run_section(s, anchor):
         zv = z["anomalies"][c] if z else "-"
         out.append("| anomalies: `%s` | %s | %s |" % (c, _bold(dv), _bold(zv)))
     out.append("")
-    out.append("Faults (%d): %s. Faults disabled: %s.\n" % (sum(s["faults"].values()), kinds,
-                                                          ", ".join(s["faults_disabled"]) or "none"))
+    out.append("Faults (%d): %s. Faults disabled: %s. Session moves are not a fault of their own: zkwarden "
+               "moved sessions when their server went away (the table above).\n"
+               % (sum(s["faults"].values()), kinds,
+                  ", ".join("%s (%s)" % (k, DISABLED_WHY.get(k, "not enabled")) for k in s["faults_disabled"])
+                  or "none"))
     out.append("<details><summary>The nemesis's log (seconds from the start)</summary>\n")
     out.append("| t | took | fault | what |")
     out.append("|---|---|---|---|")
