@@ -63,26 +63,25 @@ class ServerFault(Fault):
         ctx.ensemble.wait_quorum(120)
 
 
-class Kill9(ServerFault):
-    kind = "kill9"
+class ServerStop(ServerFault):
+    """A server stopped (stop: its method on zkharness.ZkServer), down for a
+    while (down: seconds, low and high), started again."""
+    stop = down = None
 
     def apply(self, ctx, rng):
         i, role = _pick_server(ctx, rng)
-        ctx.ensemble.servers[i].kill()
-        time.sleep(rng.uniform(0.5, 2.0))
+        getattr(ctx.ensemble.servers[i], self.stop)()
+        time.sleep(rng.uniform(*self.down))
         self.heal(ctx, i)
         return "server %d (%s)" % (i + 1, role)
 
 
-class Sigterm(ServerFault):
-    kind = "sigterm"
+class Kill9(ServerStop):
+    kind, stop, down = "kill9", "kill", (0.5, 2.0)
 
-    def apply(self, ctx, rng):
-        i, role = _pick_server(ctx, rng)
-        ctx.ensemble.servers[i].stop()
-        time.sleep(rng.uniform(0.2, 1.0))
-        self.heal(ctx, i)
-        return "server %d (%s)" % (i + 1, role)
+
+class Sigterm(ServerStop):
+    kind, stop, down = "sigterm", "stop", (0.2, 1.0)
 
 
 class Pause(ServerFault):

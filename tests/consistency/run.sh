@@ -4,7 +4,7 @@
 # pauses, session moves, client pauses and JobManager restarts; every
 # history checked for linearizability (Porcupine) and ZooKeeper's session
 # guarantees; then each mutation of the test build must be caught.
-#   tests/consistency/run.sh                 the default run (about 4 min; tests/run.sh runs it)
+#   tests/consistency/run.sh                 the default run (about 2.5 min; tests/run.sh runs it)
 #   tests/consistency/run.sh --duration 1800 the long run
 #   --seed N  --json FILE  --direct-only  --zkwarden-only  --mutations all|none|a,b  --workdir DIR
 #   ZKW_BIN   zkwarden binary (default build-asan/zkwarden, else build/zkwarden): the
