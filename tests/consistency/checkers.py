@@ -437,9 +437,11 @@ def check_watch_before_data(h, writes):
                 if i == len(ws):
                     continue  # no known change after the arm
                 zc = ws[i]
-                ev = [e for e in events[path] if e > rseq]
-                e = ev[0] if ev else None
-                for rseq2, kind2, r2 in fs[idx + 1:]:
+                evs = events[path]
+                k = bisect.bisect_right(evs, rseq)
+                e = evs[k] if k < len(evs) else None
+                for j in range(idx + 1, len(fs)):
+                    rseq2, kind2, r2 = fs[j]
                     if e is not None and rseq2 >= e:
                         break
                     if kind2 == "ev":
