@@ -336,8 +336,12 @@ def main():
         Path(args.json).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     for f in failures:
         log("FAILED: " + f)
-    log("%s in %.0f s (seed %d; histories in %s)" % ("passed" if not failures else "failed", summary["took_s"],
-                                                     args.seed, workdir))
+    if failures or args.workdir:
+        log("%s in %.0f s (seed %d; histories in %s)" % ("passed" if not failures else "failed",
+                                                         summary["took_s"], args.seed, workdir))
+    else:  # a passed run's histories (about 100 MB) go unless --workdir asked to keep them
+        shutil.rmtree(workdir, ignore_errors=True)
+        log("passed in %.0f s (seed %d)" % (summary["took_s"], args.seed))
     print("consistency: %d passed, %d failed" % (0 if failures else 1, 1 if failures else 0))
     return 1 if failures else 0
 
