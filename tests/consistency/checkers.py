@@ -7,10 +7,10 @@ what ZooKeeper held at the end, read direct) and returns its anomalies.
                           of check and setData), each with the version it
                           returned. Reads are not in it: ZooKeeper promises
                           linearizable writes, and a read even after sync
-                          can be stale (seen direct: a sync answered by the
-                          leader does not wait for its own commits to apply;
-                          ZOOKEEPER-1675); reads are checked by
-                          read_your_writes
+                          can be stale (seen direct: on the leader a sync
+                          waits for no commit, its CommitProcessor having
+                          matchSyncs false; ZOOKEEPER-1675); reads are
+                          checked by read_your_writes
   linearizable_counters   each sequential parent with Porcupine: every
                           create takes the next number; each create's number
                           is known from the children listed at the end (names

@@ -187,10 +187,13 @@ def render(results):
     out += ["",
             "Reads are not in the linearizability check: ZooKeeper promises linearizable writes and "
             "sequentially consistent reads. Even a read after `sync` can be stale: the first runs showed it "
-            "direct (a `sync` whose reply zxid was below a write another client had already been "
-            "acknowledged; ZooKeeper's own issue ZOOKEEPER-1675 makes sync a quorum operation, still open). "
-            "Reads are checked against what ZooKeeper does promise: `read_your_writes`, "
-            "`watch_before_data`.", "",
+            "direct (seed 1: a `sync` and `getData` whose replies carried zxid 0x200000539, below a write "
+            "another client had already been acknowledged at 0x200000543). One way this happens, in "
+            "ZooKeeper 3.8's source: a `sync` from a client of the leader waits for nothing (the leader's CommitProcessor is built "
+            "with `matchSyncs` false, and `needCommit` returns it for `sync`), so a commit the leader has "
+            "sent but not yet applied is missing from the read; ZOOKEEPER-1675 (make sync a quorum "
+            "operation) is still open. Reads are checked against what ZooKeeper does promise: "
+            "`read_your_writes`, `watch_before_data`.", "",
             "## Runs", ""]
     for i, s in enumerate(results):
         out += run_section(s, i)

@@ -303,7 +303,10 @@ class Watcher(Actor):
 
     def fired(self, ev):
         with self.lock:
-            self.armed.discard(ev.path)
+            if ev.path is None:  # kazoo dropped its watchers with the connection
+                self.armed.clear()
+            else:
+                self.armed.discard(ev.path)
 
     def step(self):
         e = epoch_of(self.cfg)
