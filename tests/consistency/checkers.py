@@ -517,7 +517,9 @@ def check_ephemerals(h, run_info):
     live = {lab: s["sid"] for lab, s in run_info["idle"].items() if s.get("sid")}
     ended = ended_sessions(h, run_info)
     deleted = h.deleted_paths()
-    by_zkwarden = {a["path"] for a in run_info["audit"] if a.get("done") and a.get("path")}
+    # zkwarden's deletes, done or tried: a delete answered by a connection
+    # loss is written down as failed, yet the server may have run it.
+    by_zkwarden = {a["path"] for a in run_info["audit"] if _deleted_maybe(a)}
     for path, node in snap.items():
         if node["owner"] in ended:
             out.append({"what": "ephemeral of a session that ended", "path": path, "owner": _hex(node["owner"])})
@@ -538,6 +540,15 @@ def check_ephemerals(h, run_info):
     return out
 
 
+def _deleted_maybe(a):
+    """An audit entry whose node zkwarden deleted, or may have: a delete
+    answered by a connection loss is written down as failed ("cannot delete
+    ..."), yet the server may have run it."""
+    if a.get("would") or not a.get("path"):
+        return False
+    return bool(a.get("done")) or "cannot delete" in (a.get("reason") or "")
+
+
 def check_zkwarden_deletes(h, run_info):
     out = []
     planted = {path for op, path, c, sid, outcome in eph_creates(h) if c == "planter"}
@@ -545,8 +556,8 @@ def check_zkwarden_deletes(h, run_info):
     current = run_info.get("jm_current_sid")
     jm_eph = {path for op, path, c, sid, outcome in eph_creates(h) if c.startswith("jm")}
     for a in run_info["audit"]:
-        if not a.get("done"):
-            continue
+        if not a.get("done") and not _deleted_maybe(a):
+            continue  # observe mode's, or a step that failed before any delete
         kind = a.get("kind")
         sess = a.get("session")
         sess = int(sess, 16) if isinstance(sess, str) else sess

@@ -45,6 +45,8 @@ CHECKS = {
                     "and session) and the JobManager's own bytes; the JobManager reads its own bytes back",
 }
 
+LOG_ROWS = 80  # nemesis log rows shown per run
+
 DISABLED_WHY = {"zkwarden_restart": "the binary has no `--takeover` yet: issue 37"}
 
 MUTATION_TEXT = {
@@ -104,8 +106,11 @@ def run_section(s, anchor):
     out.append("<details><summary>The nemesis's log (seconds from the start)</summary>\n")
     out.append("| t | took | fault | what |")
     out.append("|---|---|---|---|")
-    for e in sorted(s["fault_log"], key=lambda e: e["t"]):
+    log = sorted(s["fault_log"], key=lambda e: e["t"])
+    for e in log[:LOG_ROWS]:
         out.append("| %.1f | %.1f | %s | %s |" % (e["t"], e["took"], e["kind"], e["what"]))
+    if len(log) > LOG_ROWS:
+        out.append("| ... | | | %d more (the run's JSON has them all) |" % (len(log) - LOG_ROWS))
     out.append("\n</details>\n")
     for name, r in (("direct", d), ("through zkwarden", z)):
         if not r or not r["details"]:

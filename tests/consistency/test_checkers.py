@@ -160,3 +160,16 @@ def test_zkwarden_deletes_and_tags():
     assert [a["what"] for a in checkers.check_locks_tagged(h.history(), i)] == ["a lock without zkwarden's tag"]
     h.op("jm2", JM2, "get", LOCK, res={"v": "127.0.0.1", "stat": stat(2, 0, PLANTER)})
     assert len(checkers.check_lock_reads(h.history())) == 1
+
+
+def test_a_delete_written_down_as_failed_may_have_run():
+    h = H()
+    planted = "/flink/c/jobgraphs/g2/eeeeeeee-0b0a-4908-8706-050403020100"
+    h.op("planter", PLANTER, "create", planted, {"v": "t", "eph": True}, res={"path": planted, "stat": stat(2)})
+    lost = {"kind": "reclaim_at_create", "done": False, "path": planted, "session": "0x%x" % PLANTER,
+            "reason": "failed (connection_loss): cannot delete the stale lock: connection loss"}
+    i = info(audit=[lost], idle={"planter": {"sid": PLANTER}})  # the node is gone from the snapshot
+    assert checkers.check_ephemerals(h.history(), i) == []
+    assert checkers.check_zkwarden_deletes(h.history(), i) == []
+    lost["path"] = "/r/reg/x"  # a node that is no stale lock: tried at all is too much
+    assert len(checkers.check_zkwarden_deletes(h.history(), i)) == 1
