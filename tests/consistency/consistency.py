@@ -173,9 +173,11 @@ def check(r, checker_bin):
     return found, stats
 
 
-def recheck(workdir):
-    """Runs the checkers again on the histories a run left in workdir."""
+def recheck(workdir, json_path=None):
+    """Runs the checkers again on the histories a run left in workdir; with
+    json_path (that run's summary), writes the new anomalies into it."""
     checker_bin = build_checker(Path(workdir) / "checker")
+    summary = json.loads(Path(json_path).read_text()) if json_path and Path(json_path).exists() else None
     for info_path in sorted(Path(workdir).glob("*/info.json")):
         d = info_path.parent
         info = json.loads(info_path.read_text())
@@ -191,6 +193,21 @@ def recheck(workdir):
         for k, v in found.items():
             for a in v[:5]:
                 log("  %s: %s" % (k, json.dumps(a)))
+        if summary is not None and summary.get(d.name):
+            summary[d.name]["anomalies"] = checkers.counts(found)
+            summary[d.name]["details"] = {k: v[:checkers.DETAILS] for k, v in found.items() if v}
+        elif summary is not None and d.name.startswith("mut-") and d.name[4:] in summary.get("mutations", {}):
+            m = summary["mutations"][d.name[4:]]
+            m["found"] = len(found[m["checker"]])
+            m["caught"] = m["found"] > 0 and m.get("applied", True)
+            m["anomalies"] = checkers.counts(found)
+    if summary is not None:
+        summary["mutations_caught"] = sum(1 for v in summary.get("mutations", {}).values() if v["caught"])
+        args = argparse.Namespace(min_ops=summary.get("min_ops", 0), min_faults=summary.get("min_faults", 0))
+        summary["failures"] = verdict(summary, args)
+        summary["passed"] = not summary["failures"]
+        summary["rechecked"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        Path(json_path).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return 0
 
 
@@ -252,7 +269,7 @@ def main():
                     "histories of an earlier run's --workdir")
     args = ap.parse_args()
     if args.recheck:
-        return recheck(args.recheck)
+        return recheck(args.recheck, args.json)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 10**9)
     if args.min_ops is None:
@@ -270,6 +287,7 @@ def main():
                                   jvm_args=zkharness.FAST_START_JVM, max_session_ms=30000,
                                   four_letter_words="srvr,ruok,stat,cons,dump,mntr")
     summary = {"seed": args.seed, "command": command, "duration_s": args.duration, "zkwarden_binary": binary,
+               "min_ops": args.min_ops, "min_faults": args.min_faults,
                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     main_runs = []
     epochs = int(args.duration * 2 / runs.EPOCH_S) + 8

@@ -76,8 +76,9 @@ def run_section(s, anchor):
     out = []
     kinds = " ".join("%s %d" % (k, v) for k, v in sorted(s["faults"].items()))
     out.append("### %s: seed %d, %s\n" % (s["date"], s["seed"], "passed" if s["passed"] else "failed"))
-    out.append("`%s` (%.0f s of faults, %.0f s in all; zkwarden: `%s`)\n"
-               % (s["command"], s["faulted_s"], s["took_s"], Path(s["zkwarden_binary"]).parent.name + "/zkwarden"))
+    out.append("`%s` (%.0f s of faults, %.0f s in all; zkwarden: `%s`)%s\n"
+               % (s["command"], s["faulted_s"], s["took_s"], Path(s["zkwarden_binary"]).parent.name + "/zkwarden",
+                  "; its histories checked again on %s (`--recheck`)" % s["rechecked"] if s.get("rechecked") else ""))
     out.append("| | direct | through zkwarden |")
     out.append("|---|---|---|")
     d, z = s.get("direct"), s.get("zkwarden")
