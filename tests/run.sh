@@ -3,7 +3,9 @@
 # missing, builds a release and an ASan+UBSan build, then runs the unit and
 # differential tests on both, a short fuzz run of both fuzz targets, the
 # integration, operability and fault tests against real ZooKeeper servers
-# with the sanitizer build, the performance guard (tests/bench/run.sh
+# with the sanitizer build, the consistency test (tests/consistency: histories
+# direct and through zkwarden under faults, checked; the test build's
+# mutations caught), the performance guard (tests/bench/run.sh
 # --quick: loose ratios to direct), the quick incident drill (also through
 # TLS), real Flink's quick run (tests/flink: Flink 1.20 on Debian's ZooKeeper
 # 3.8.0, S1-S3 and a standby's failover, direct and through zkwarden) and a
@@ -50,6 +52,8 @@ suite "integration (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" ZKW_BUI
 suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
   "$repo/tests/admin/run.sh"
 suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/faults/run.sh"
+suite "consistency: histories direct and through zkwarden under faults checked, every mutation caught (asan+ubsan)" \
+  env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/consistency/run.sh" --json "$repo/build-asan/consistency.json"
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
 suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick

@@ -168,9 +168,11 @@ static void queue(struct zkw_session *s, struct inband_req *r) {
 static int submit(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
   if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
   if (req->op.path.len <= 0 || req->op.path.len > 1024) return -ENAMETOOLONG;
-  struct inband_req *r = new_request(s, req->type, INBAND_FRAME_MAX, cb, arg);
+  /* A create's data and ACL come on top of the path and the fixed fields. */
+  size_t cap = INBAND_FRAME_MAX + (size_t)(req->op.data.len > 0 ? req->op.data.len : 0) + req->op.acl.len;
+  struct inband_req *r = new_request(s, req->type, cap, cb, arg);
   if (!r) return -ENOMEM;
-  if (zkw_encode_request(r->frame, INBAND_FRAME_MAX, req, &r->len) != ZKW_OK) {
+  if (zkw_encode_request(r->frame, cap, req, &r->len) != ZKW_OK) {
     free(r);
     return -ENAMETOOLONG;
   }
@@ -188,16 +190,8 @@ static int client_create(const uint8_t *request, size_t len, struct zkw_request 
 
 int zkw_inband_create(struct zkw_session *s, const uint8_t *request, size_t len, zkw_zk_cb cb, void *arg) {
   struct zkw_request req;
-  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
   if (client_create(request, len, &req)) return -EINVAL;
-  struct inband_req *r = new_request(s, req.type, len + 4, cb, arg);
-  if (!r) return -ENOMEM;
-  if (zkw_encode_request(r->frame, len + 4, &req, &r->len) != ZKW_OK) {
-    free(r);
-    return -EINVAL;
-  }
-  queue(s, r);
-  return 0;
+  return submit(s, &req, cb, arg);
 }
 
 int zkw_inband_replace(struct zkw_session *s, const char *path, int version, const uint8_t *request,
@@ -224,6 +218,10 @@ static struct zkw_request path_request(int32_t type, const char *path) {
   req.op.type = type;
   req.op.path = (struct zkw_bytes){(const uint8_t *)path, (int32_t)strlen(path)};
   return req; /* watch stays 0 */
+}
+
+int zkw_inband_request(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
+  return submit(s, req, cb, arg);
 }
 
 int zkw_inband_get(struct zkw_session *s, const char *path, zkw_zk_cb cb, void *arg) {

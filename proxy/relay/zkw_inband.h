@@ -40,6 +40,7 @@
 #define ZKW_INBAND_XID_BASE 0x7fff0000
 
 struct zkw_session;
+struct zkw_request;
 
 /* Queue a request on s; cb follows exactly once (unless 0 is not returned).
  * Returns 0, -ENOMEM, -ENAMETOOLONG or -ENOTCONN (the session is closing). */
@@ -64,6 +65,11 @@ int zkw_inband_add_watch(struct zkw_session *s, const char *path, int32_t mode, 
 int zkw_inband_remove_watches(struct zkw_session *s, const char *path, int32_t type, zkw_zk_cb cb, void *arg)
     __attribute__((warn_unused_result));
 
+/* Any request (req decoded from a client's frame, or built): encoded
+ * again with an xid of zkwarden's own. The test build's replay_create
+ * mutation (zkw_mutate.h) sends a client's create a second time with it. */
+int zkw_inband_request(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
 /* A create the client sent (request: its frame body, RequestHeader and
  * CreateRequest: create or create2, its xid replaced by one of zkwarden's):
  * the same node, data, ACL and flags, owned by the client's session. */

@@ -17,6 +17,7 @@
 #include "zkw_inband.h"
 #include "zkw_metrics.h"
 #include "zkw_move.h"
+#include "zkw_mutate.h"
 #include "zkw_pair.h"
 #include "zkw_replies.h"
 #include "zkw_text.h"
@@ -232,6 +233,7 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
   if (zkw_pending_push_flags(&s->pending, req.xid, req.type, pflags)) return ZKW_E_NOSPACE;
   zkw_journal_pushed(s, req.xid, req.type, pflags, false, end);
   zkw_watches_request(&s->watches, &req);
+  zkw_mutate_request(s, &req, frame, flen);
   if (pflags & ZKW_PENDING_BARRIER) { /* the client's next request waits for its answer */
     s->barrier_wait = true;
     s->barrier_wait_counted = false;
@@ -319,7 +321,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   } else {
     len = corrupt(len, "notification");
   }
-  return zkw_replies_take(s, frame, flen, len, op, pflags);
+  return zkw_mutate_reply(s, frame, flen, op, zkw_replies_take(s, frame, flen, len, op, pflags));
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
   return ZKW_E_VALUE;
