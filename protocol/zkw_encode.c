@@ -224,6 +224,18 @@ void zkw_wr_multi_end(struct zkw_wr *w) {
   zkw_wr_int(w, -1);
 }
 
+int zkw_encode_multi(uint8_t *buf, size_t cap, int32_t xid, const struct zkw_op_req *ops, int n,
+                     size_t *out_len) {
+  struct zkw_wr w;
+  frame_begin(&w, buf, cap);
+  zkw_wr_int(&w, xid);
+  zkw_wr_int(&w, ZKW_OP_MULTI);
+  for (int i = 0; i < n; i++)
+    zkw_wr_multi_req(&w, &ops[i]);
+  zkw_wr_multi_end(&w);
+  return frame_end(&w, out_len);
+}
+
 int zkw_encode_close_session(uint8_t *buf, size_t cap, int32_t xid, size_t *out_len) {
   struct zkw_wr w;
   frame_begin(&w, buf, cap);

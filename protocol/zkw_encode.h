@@ -18,7 +18,8 @@ int zkw_encode_request(uint8_t *buf, size_t cap, const struct zkw_request *req, 
 
 /* Any reply: header + (err == 0 ? body of req_type's zkw_rep_kind : nothing);
  * xid -1 writes the WatcherEvent. */
-int zkw_encode_reply(uint8_t *buf, size_t cap, const struct zkw_reply *rep, int32_t req_type, size_t *out_len);
+int zkw_encode_reply(uint8_t *buf, size_t cap, const struct zkw_reply *rep, int32_t req_type,
+                     size_t *out_len);
 
 /* Building a multi body op by op: write the ops with zkw_wr_multi_req /
  * zkw_wr_multi_rep, then zkw_wr_multi_end. */
@@ -26,6 +27,10 @@ void zkw_wr_op_req(struct zkw_wr *w, const struct zkw_op_req *op); /* body only,
 void zkw_wr_multi_req(struct zkw_wr *w, const struct zkw_op_req *op);
 void zkw_wr_multi_rep(struct zkw_wr *w, const struct zkw_op_rep *rep);
 void zkw_wr_multi_end(struct zkw_wr *w);
+
+/* A whole multi request of n write sub-ops. */
+int zkw_encode_multi(uint8_t *buf, size_t cap, int32_t xid, const struct zkw_op_req *ops, int n,
+                     size_t *out_len);
 
 /* Shorthands for what the proxy injects. */
 int zkw_encode_close_session(uint8_t *buf, size_t cap, int32_t xid, size_t *out_len);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "zkw_admin.h"
@@ -14,10 +15,12 @@
 #include "zkw_config.h"
 #include "zkw_fault.h"
 #include "zkw_history.h"
+#include "zkw_journal.h"
 #include "zkw_keeperlink.h"
 #include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
+#include "zkw_recover.h"
 #include "zkw_server.h"
 #include "zkw_sidecar.h"
 #include "zkw_takeover.h"
@@ -40,10 +43,10 @@ static void link_stop(void *arg, const char *why) {
   zkw_server_stop(&srv);
 }
 
-/* The hand-over (zkw_keeperlink.h), until the journal lands: stop taking
- * connections (the keeper or the successor keeps the listening socket); the
- * sessions are not drained or recorded yet, so the successor closes the
- * connections it inherits and their clients reconnect. */
+/* The hand-over (zkw_keeperlink.h): stop taking connections (the keeper or
+ * the successor keeps the listening socket). The journal is committed as it
+ * goes (zkw_journal.h): the successor takes each durable connection up from
+ * it, as after a crash. */
 static void link_quiesce(void *arg, void (*done)(int status)) {
   (void)arg;
   zkw_server_stop_accepting(&srv);
@@ -56,13 +59,39 @@ static void link_resume(void *arg) {
   if (zkw_server_resume_accepting(&srv) != 0) zkw_keeperlink_run_stop("cannot accept again");
 }
 
-/* The successor has the sockets: end without a word to the clients. */
+/* The successor (or the keeper) has the sockets and the journal: end at
+ * once, as a crash would, so that nothing is closed for good: no session
+ * closed (its journal slot stays as the successor reads it), no client
+ * socket shut, the registry session left for the successor to re-attach. */
 static void link_handed_over(void *arg) {
   (void)arg;
-  zkw_log_info("handed over: exiting (the keeper or the successor holds the %llu connection(s))",
-               (unsigned long long)srv.session_count);
-  zkw_admin_stop();
-  zkw_server_stop(&srv);
+  zkw_log_info(
+      "handed over: exiting (the keeper or the successor holds the %llu connection(s) and the journal)",
+      (unsigned long long)srv.session_count);
+  zkw_fault_report();
+  fflush(NULL);
+  _exit(0);
+}
+
+/* The keeper's duplicates of the durable connections (zkw_server's adopt
+ * and forget). */
+static int link_adopt(struct zkw_server *s, int fd, uint32_t *slot) {
+  (void)s;
+  return zkw_keeperlink_adopt(fd, slot);
+}
+
+static void link_forget(struct zkw_server *s, uint32_t slot) {
+  (void)s;
+  zkw_keeperlink_forget(slot);
+}
+
+/* An inherited connection, taken up from the journal (zkw_recover.h), which
+ * owns fd either way and forgets the slot of one it closes. */
+static bool link_recover(void *arg, uint32_t slot, int fd, int journal_fd) {
+  (void)arg, (void)journal_fd;
+  if (!srv.journal) return false; /* closed and forgotten by the link */
+  (void)zkw_recover_session(&srv, slot, fd);
+  return true;
 }
 
 static const struct zkw_keeperlink_ops link_ops = {NULL, link_quiesce, link_handed_over, link_stop,
@@ -178,14 +207,24 @@ int main(int argc, char **argv) {
   /* With a keeper, or taking over: the listening sockets and connections. */
   if (zkw_keeperlink_open(&cfg, takeover) != 0) return 1; /* logged */
   if (zkw_server_start(&srv, loop, &cfg, &zkw_sidecar_hooks, &identity) != 0) return 1;
+  if (cfg.durable_sessions) {
+    bool recovered = false;
+    int jrc = zkw_journal_open(&srv.journal, zkw_keeperlink_inherited()->journal_fd, cfg.durable_sessions,
+                               &recovered);
+    if (jrc)
+      zkw_log_warn("no journal (%s): a crash of this process ends every client connection", strerror(-jrc));
+  }
+  srv.adopt = link_adopt;
+  srv.forget = link_forget;
   int started = zkw_keeperlink_start(loop, &link_ops);
   signals_start(loop);
   /* Without a usable registry the proxy still relays: the error is logged. */
   if (zkw_sidecar_start(&identity, &srv) != 0) zkw_log_warn("relaying without identity features");
   if (!started) started = zkw_admin_start(&srv);
-  /* The inherited client connections: the session recovery (the journal)
-   * takes them here; until then they are closed and their clients reconnect. */
-  zkw_keeperlink_recover(NULL, NULL);
+  /* The inherited client connections, taken up from the journal; the
+   * previous process's slots that nobody holds any more are free again. */
+  zkw_keeperlink_recover(link_recover, NULL);
+  zkw_journal_forget_previous(srv.journal);
   if (!started) started = zkw_takeover_start(loop);
   if (started != 0) zkw_server_stop(&srv); /* logged; the loop below only closes handles */
   uv_run(loop, UV_RUN_DEFAULT);
@@ -196,6 +235,7 @@ int main(int argc, char **argv) {
   zkw_keeperlink_close();
   signals_stop(loop);
   int rc = uv_loop_close(loop);
+  zkw_journal_close(srv.journal);
   zkw_buf_pool_drain();
   zkw_fault_report();
   zkw_history_audit_close();

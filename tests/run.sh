@@ -3,10 +3,13 @@
 # missing, builds a release and an ASan+UBSan build, then runs the unit and
 # differential tests on both, a short fuzz run of both fuzz targets, the
 # integration, operability, fault and keeper tests against real ZooKeeper servers
-# with the sanitizer build, the performance guard (tests/bench/run.sh
+# with the sanitizer build, the consistency test (tests/consistency: histories
+# direct and through zkwarden under faults, checked; the test build's
+# mutations caught), the performance guard (tests/bench/run.sh
 # --quick: loose ratios to direct), the quick incident drill (also through
 # TLS), real Flink's quick run (tests/flink: Flink 1.20 on Debian's ZooKeeper
-# 3.8.0, S1-S3 direct and through zkwarden) and a short soak.
+# 3.8.0, S1-S3 and a standby's failover, direct and through zkwarden) and a
+# short soak.
 #   ZKW_FUZZ_SECONDS (default 60)  length of the fuzz run; 0 skips it
 # Extra arguments are passed to pytest (e.g. -k kazoo).
 set -uo pipefail
@@ -51,12 +54,14 @@ suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asa
 suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/faults/run.sh"
 suite "keeper and hand-over, failure points (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
   "$repo/tests/keeper/run.sh"
+suite "consistency: histories direct and through zkwarden under faults checked, every mutation caught (asan+ubsan)" \
+  env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/consistency/run.sh" --json "$repo/build-asan/consistency.json"
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
 suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick
 suite "incident drills through TLS (quick, release)" env ZKW_BIN="$repo/build/zkwarden" \
   "$repo/tests/drills/run.sh" --quick --tls
-suite "real Flink, quick: Flink 1.20 JobManager crash, retained checkpoints, cancel (release)" \
+suite "real Flink, quick: Flink 1.20 JobManager crash, retained checkpoints, cancel, standby (release)" \
   env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/flink/run.sh" --quick --json "$repo/build/flink/quick.json"
 suite "soak (2 min, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/soak/run.sh" --minutes 2
 

@@ -11,6 +11,7 @@
 
 static void *pool[POOL_MAX];
 static size_t pool_n;
+static size_t held; /* capacity of the buffers in use (not the idle pool) */
 
 static void *chunk_get(void) {
   return pool_n ? pool[--pool_n] : zkw_malloc(ZKW_BUF_CHUNK);
@@ -38,6 +39,7 @@ int zkw_buf_reserve(struct zkw_buf *b, size_t extra) {
     memcpy(p, b->data, b->len);
     block_put(b->data, b->cap);
   }
+  held += cap - b->cap;
   b->data = p;
   b->cap = cap;
   return 0;
@@ -62,6 +64,7 @@ void zkw_buf_consume(struct zkw_buf *b, size_t n) {
 
 void zkw_buf_release(struct zkw_buf *b) {
   if (b->data) block_put(b->data, b->cap);
+  held -= b->cap;
   b->data = NULL;
   b->len = b->cap = 0;
 }
@@ -73,4 +76,8 @@ void zkw_buf_pool_drain(void) {
 
 size_t zkw_buf_pool_idle(void) {
   return pool_n;
+}
+
+size_t zkw_buf_held(void) {
+  return held;
 }

@@ -30,5 +30,7 @@ void zkw_buf_release(struct zkw_buf *b);
 void zkw_buf_pool_drain(void);
 /* Chunks currently idle in the pool. */
 size_t zkw_buf_pool_idle(void);
+/* Bytes of the buffers in use (their capacity), all of them together. */
+size_t zkw_buf_held(void);
 
 #endif

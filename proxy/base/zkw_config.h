@@ -43,6 +43,14 @@
   X(max_clients, "ZKWARDEN_MAX_CLIENTS", "256", uint, 1, 1000000,                                            \
     "client connections served at once; a newcomer beyond it first displaces the oldest connection that "    \
     "has sent no handshake, else it is accepted, closed and counted")                                        \
+  X(max_buffered, "ZKWARDEN_MAX_BUFFERED_BYTES", "268435456", uint, 1048576, 0x7fffffff,                     \
+    "bound on the bytes zkwarden buffers for all connections together: over it, each connection stops "      \
+    "being read at its next frame boundary until the buffers drain under three quarters of it "              \
+    "(zkwarden_buffered_bytes)")                                                                             \
+  X(durable_sessions, "ZKWARDEN_DURABLE_SESSIONS", "64", uint, 0, 4096,                                      \
+    "client connections whose state zkwarden keeps in its journal so that its successor (after a crash, an " \
+    "upgrade, a restart) takes them over without the client noticing; connections beyond it are served as "  \
+    "before (a crash ends them); 0: none")                                                                   \
   X(upstream_tls, "ZKWARDEN_UPSTREAM_TLS", "off", onoff, 0, 0,                                               \
     "on: every connection to the ensemble is verified TLS (never plaintext); off: plaintext")                \
   X(tls_ca_file, "ZKWARDEN_TLS_CA_FILE", "", pem_file, 0, 0,                                                 \
@@ -67,8 +75,10 @@
     "comma list of znode paths under which the lock rule applies")                                           \
   X(fence_timeout_ms, "ZKWARDEN_FENCE_TIMEOUT_MS", "3000", uint, 1, 600000,                                  \
     "bound on fencing before the request beginning an incarnation goes on, ms (fencing goes on after)")      \
-  X(orphan_grace_ms, "ZKWARDEN_ORPHAN_GRACE_MS", "10000", uint, 0, 86400000,                                 \
-    "grace before a session whose JobManager connection dropped is fenced, ms; 0 disables")                  \
+  X(orphan_grace_ms, "ZKWARDEN_ORPHAN_GRACE_MS", "2500", uint, 0, 86400000,                                  \
+    "grace before a session whose JobManager connection dropped without closeSession is fenced, ms; 0 "      \
+    "disables. A live Java client comes back 1-2 s after a drop (1 s, then a random 0-1 s), so a standby "   \
+    "JobManager leads this long after its leader's crash")                                                   \
   X(sweep_interval_s, "ZKWARDEN_SWEEP_INTERVAL_S", "300", uint, 0, 86400,                                    \
     "periodic sweep of this identity's stale locks, s; 0 disables")                                          \
   X(session_move, "ZKWARDEN_SESSION_MOVE", "on", onoff, 0, 0,                                                \
@@ -113,6 +123,8 @@ struct zkw_config {
   uint32_t connect_timeout_ms;
   uint32_t handshake_timeout_ms;
   uint32_t max_clients;
+  uint32_t max_buffered;
+  uint32_t durable_sessions;
   bool upstream_tls;
   bool session_move;
   bool zombie_move;

@@ -202,6 +202,12 @@ struct zkw_histogram {
   X(outstanding_requests, GAUGE, NONE, "zkwarden_outstanding_requests",                                      \
     "Requests awaiting their reply, all connections (computed).")                                            \
   X(bytes, COUNTER, DIR, "zkwarden_relayed_bytes_total", "Bytes relayed, by direction.")                     \
+  X(buffered_bytes, GAUGE, NONE, "zkwarden_buffered_bytes",                                                  \
+    "Bytes zkwarden buffers now for all connections together (computed; bounded by "                         \
+    "ZKWARDEN_MAX_BUFFERED_BYTES).")                                                                         \
+  X(buffer_cap_pauses, COUNTER, NONE, "zkwarden_buffer_cap_pauses_total",                                    \
+    "Times a connection stopped being read because all buffers together passed "                             \
+    "ZKWARDEN_MAX_BUFFERED_BYTES (logged at warn when it begins).")                                          \
   X(decode_errors, COUNTER, DIR, "zkwarden_decode_errors_total",                                             \
     "Frames that failed to parse or to match a request (each closes its connection), by direction.")         \
   X(upstream_connect_failures, COUNTER, NONE, "zkwarden_upstream_connect_failures_total",                    \
@@ -228,9 +234,15 @@ struct zkw_histogram {
   X(fence_failures, COUNTER, NONE, "zkwarden_fence_failures_total",                                          \
     "Fencing attempts that failed or timed out.")                                                            \
   X(reclaims_create, COUNTER, NONE, "zkwarden_reclaims_at_create_total",                                     \
-    "Creates replayed after deleting the stale lock that caused NODEEXISTS.")                                \
+    "Stale locks that made a lock create get NODEEXISTS, replaced by the JobManager's own lock in-band "     \
+    "(the "                                                                                                  \
+    "JobManager got the server's NODEEXISTS: for Flink, the lock is held).")                                 \
   X(reclaims_delete, COUNTER, NONE, "zkwarden_reclaims_at_delete_total",                                     \
     "Deletes replayed after deleting the stale locks that caused NOTEMPTY.")                                 \
+  X(barrier_waits, COUNTER, NONE, "zkwarden_lock_delete_waits_total",                                        \
+    "Deletes under the lock roots with a further request of the client's waiting behind them: it goes to "   \
+    "the server only once the client has the delete's answer (after a reclaim at delete, if one runs), so "  \
+    "the server executes a session's requests in its order.")                                                \
   X(stale_locks_swept, COUNTER, NONE, "zkwarden_stale_locks_swept_total",                                    \
     "Stale locks of this identity deleted by a sweep.")                                                      \
   X(zombie_ephemerals, COUNTER, NONE, "zkwarden_zombie_ephemerals_total",                                    \
@@ -251,11 +263,15 @@ struct zkw_histogram {
   X(sweep_last_reads, GAUGE, NONE, "zkwarden_sweep_last_pass_reads",                                         \
     "Reads of the last sweep pass that ended.")                                                              \
   X(sweep_incomplete, COUNTER, NONE, "zkwarden_sweep_incomplete_total",                                      \
-    "Sweep passes stopped at ZKWARDEN_SWEEP_MAX_NODES (the next pass goes on from there); each is logged "   \
-    "at warn and shown in /v1/reclaims as sweep_incomplete.")                                                \
+    "Sweep passes that could not finish: stopped at ZKWARDEN_SWEEP_MAX_NODES, a node not read or a "         \
+    "candidate not settled (a read or delete failed), or cut short; what each left is read by the next "     \
+    "pass, and its line (sweep done ...; incomplete) is logged at warn.")                                    \
+  X(sweep_left, GAUGE, NONE, "zkwarden_sweep_paths_left",                                                    \
+    "Paths the last sweep pass left to the next one (past ZKWARDEN_SWEEP_MAX_NODES, or to read again after " \
+    "a read or delete failed); 0 once a pass finished. Earlier incarnations' trees retire only at 0.")       \
   X(own_trees, GAUGE, NONE, "zkwarden_own_trees",                                                            \
     "This identity's own trees, which the sweep and the lock report read (ZKWARDEN_SWEEP_TREES, the trees "  \
-    "its JobManager's creates show, and a creator-only registry record's).")                                 \
+    "its JobManager's creates show, and a trusted registry record's).")                                      \
   X(zombies_unproven, COUNTER, NONE, "zkwarden_zombies_unproven_total",                                      \
     "Ephemerals whose owner the registry record lists as dead but zkwarden could not prove dead (record "    \
     "writable by anyone, the session attached or current): never deleted, each logged once.")                \
@@ -277,6 +293,14 @@ struct zkw_histogram {
     "1 while a registry node of this identity (its record lets whoever reads it close the JobManager's "     \
     "session) is "                                                                                           \
     "readable without credentials (ZKWARDEN_REGISTRY_AUTH unset, or a world ACL not made creator-only).")    \
+  X(registry_untrusted, GAUGE, NONE, "zkwarden_registry_untrusted",                                          \
+    "1 while this identity's registry record, or a registry node above it, can be changed by someone "       \
+    "other than zkwarden's registry identity (ZKWARDEN_REGISTRY_AUTH unset, or an ACL not made "             \
+    "zkwarden-only): its dead sessions and trees then delete nothing.")                                      \
+  X(untrusted_records, COUNTER, NONE, "zkwarden_untrusted_records_total",                                    \
+    "Registry records read (this identity's at each load, other identities' by reclaim) that someone other " \
+    "than zkwarden's registry identity can change: nothing they name was deleted; logged at warn once per "  \
+    "change.")                                                                                               \
   X(lock_walks, COUNTER, NONE, "zkwarden_lock_walks_total",                                                  \
     "Walks of the lock roots started for GET / and /v1/locks (one at a time; a report answers 5 s of "       \
     "requests).")                                                                                            \
@@ -291,6 +315,12 @@ struct zkw_histogram {
     "read-only, an auth reply outstanding, watches not kept, the client's read timeout too close; and "      \
     "sessions marked unable to move when their auth packets passed the bound kept for a replay "             \
     "(auth_not_kept, counted then). Each is logged.")                                                        \
+  X(recovered_sessions, COUNTER, NONE, "zkwarden_sessions_taken_over_total",                                 \
+    "Client connections this process took over from the previous zkwarden process (a crash, an upgrade, "    \
+    "a restart) with their session re-attached, the client kept connected.")                                 \
+  X(recovered_dropped, COUNTER, NONE, "zkwarden_sessions_not_taken_over_total",                              \
+    "Client connections the previous zkwarden process left that this one closed (not durable, or their "     \
+    "state not whole: each logged with why); the client reconnects as after any crash.")                     \
   X(admin_requests, COUNTER, NONE, "zkwarden_admin_requests_total",                                          \
     "HTTP requests answered by the admin endpoint.")                                                         \
   X(admin_rejected, COUNTER, NONE, "zkwarden_admin_connections_rejected_total",                              \

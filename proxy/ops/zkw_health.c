@@ -16,7 +16,12 @@
  * lost (zkw_upstream_down) gets `srvr` (every ZKW_HEALTH_RETURN_MS at first,
  * less often later: zkw_health.h) until it answers as serving; then the
  * relay learns it is back (zkw_upstream_back), and a session that moves
- * prefers it (it has been restarted already). */
+ * prefers it (it has been restarted already).
+ *
+ * And it asks versions: the sweep sets its watch (addWatch, ZooKeeper 3.6+)
+ * on the JobManager's connection only once the server that connection is on
+ * said it is 3.6 or newer, so that server gets `srvr` at the address the
+ * connection went to (zkw_sweepwatch_version_wanted), at the next tick. */
 #include "zkw_health.h"
 
 #include <stdio.h>
@@ -50,6 +55,8 @@ static struct {
   int handles;              /* open handles and requests of the probe */
   uint32_t idx;             /* server being tried */
   bool returning;           /* this probe watches lost servers for their return (not readiness) */
+  bool versioning;          /* this probe asks the version of the JobManager's server for the sweep */
+  uint64_t version_gen;     /* the sweep's number for that question */
   uint64_t next_ready_ns;   /* when the readiness check is due again */
   uint64_t return_at_ms[ZKW_MAX_UPSTREAMS]; /* uv_now() of each server's last return probe */
   char name[300];
@@ -166,6 +173,11 @@ static void closed_cb(uv_handle_t *hd) {
   if (health.stopping) return;
   /* The attempt is over: the end of the probe, or the next server. */
   health.state = IDLE;
+  if (health.versioning) { /* answered in finish_talk, or not at all: the sweep asks again later */
+    health.versioning = false;
+    return_next(next_down(0));
+    return;
+  }
   if (health.returning) {
     /* A server in read-only mode answers, but does not serve a session. */
     if (health.success && !strstr(health.answer, "Mode: read-only")) {
@@ -192,7 +204,7 @@ static void drop_tls(void) {
 /* Ends the current attempt: closes its socket, then goes on in closed_cb. */
 static void attempt_over(const char *failure) {
   uv_timer_stop(&health.timer);
-  if (failure) note_failure(failure);
+  if (failure && !health.versioning) note_failure(failure);
   if (health.tls && health.state == HANDSHAKING) ZKW_METRIC_INC(tls_handshake_failures);
   drop_tls();
   health.state = CLOSING;
@@ -217,7 +229,7 @@ static const char *judge(void) {
 
 static void finish_talk(void) {
   const char *bad = judge();
-  zkw_sweepwatch_server_answer(health.idx, health.answer); /* its version: can it take addWatch? */
+  if (health.versioning) zkw_sweepwatch_version_answer(health.version_gen, health.answer);
   if (!bad) {
     /* Reachable: close the socket, then end the probe successfully. */
     uv_timer_stop(&health.timer);
@@ -422,8 +434,35 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
   uv_freeaddrinfo(res);
 }
 
+/* The sweep wants a version: a probe's loop that waits for its next tick
+ * asks at once. */
+static void version_kick(void) {
+  if (health.started && !health.stopping && health.state == IDLE) schedule(0);
+}
+
+/* The sweep waits for the version of the JobManager's server: `srvr` at
+ * the address its connection went to. False when none is wanted. */
+static bool version_probe(void) {
+  struct sockaddr_storage addr;
+  uint32_t idx;
+  uint64_t gen;
+  if (!zkw_sweepwatch_version_wanted(uv_now(health.srv->loop), &addr, &idx, &gen) ||
+      idx >= (uint32_t)health.srv->cfg->upstream_count)
+    return false;
+  const struct zkw_hostport *hp = &health.srv->cfg->upstream[idx];
+  snprintf(health.name, sizeof health.name, "%s:%s", hp->host, hp->port);
+  health.versioning = true;
+  health.returning = false;
+  health.version_gen = gen;
+  health.idx = idx; /* under TLS: the name its certificate must carry */
+  health.success = false;
+  connect_addr((const struct sockaddr *)&addr);
+  return true;
+}
+
 /* A tick: the readiness check when due (a probe when passive evidence does
- * not answer), else a return probe when a server is down. */
+ * not answer), else a version the sweep waits for, else a return probe when
+ * a server is down. */
 static void tick(void) {
   uint64_t now = uv_hrtime();
   if (now >= health.next_ready_ns) {
@@ -443,6 +482,7 @@ static void tick(void) {
       return;
     }
   }
+  if (version_probe()) return;
   return_next(next_down(0));
 }
 
@@ -499,6 +539,7 @@ int zkw_health_start(struct zkw_server *srv) {
   if (rc) return rc;
   health.handles = 1;
   health.started = true;
+  zkw_sweepwatch_on_ask(version_kick);
   schedule(0);
   return 0;
 }
@@ -511,6 +552,7 @@ static void timer_closed_cb(uv_handle_t *hd) {
 void zkw_health_stop(void) {
   if (!health.started || health.stopping) return;
   health.stopping = true;
+  zkw_sweepwatch_on_ask(NULL);
   uv_close((uv_handle_t *)&health.timer, timer_closed_cb);
   if (health.state == RESOLVING) uv_cancel((uv_req_t *)&health.gai);
   if (health.tcp_open) {

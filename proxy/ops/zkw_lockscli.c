@@ -1,14 +1,15 @@
 /* zkw_lockscli.c: `zkwarden locks [--json] [--all] [--reclaim [--dry-run]]`.
  *
- * Walks the identity's own trees (those its sweep reads: the trees in the
- * registry record of ZKWARDEN_IDENTITY when the record is creator-only, and
- * ZKWARDEN_SWEEP_TREES), or with
+ * Walks the identity's own trees (the trees in the registry record of
+ * ZKWARDEN_IDENTITY, marked untrusted unless the record is trusted as the
+ * sidecar trusts it, zkw_regtrust.h; and ZKWARDEN_SWEEP_TREES), or with
  * --all every ZKWARDEN_LOCK_ROOTS. Reads the ensemble directly (ZKWARDEN_UPSTREAM, with
  * ZKWARDEN_REGISTRY_AUTH where set: the daemon's configuration) through its own zkw_zk session on its own
  * loop, prints the lock report (zkw_locks.h), and with --reclaim deletes the stale locks under the sweep's
- * rules: each one is read again just before, and deleted only if it is still the same node (czxid), still
- * tagged the same way, still stale by zkw_lock_why_not_stale (this command's
- * session is the asking session), and with the version just read.
+ * rules, and only where the verdict is trusted (not found only under an untrusted tree, its identity's
+ * record trusted): each one is read again just before, and deleted only if it is still the same node (czxid),
+ * still tagged the same way, still stale by zkw_lock_why_not_stale (this command's session is the asking
+ * session), and with the version just read.
  *
  * With ZKWARDEN_UPSTREAM_TLS=on it uses the daemon's TLS settings (CA, client
  * certificate, server name): libzookeeper_mt has no TLS, so its session goes
@@ -27,6 +28,7 @@
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_record.h"
+#include "zkw_regtrust.h"
 #include "zkw_server.h"
 #include "zkw_text.h"
 #include "zkw_tls.h"
@@ -49,9 +51,15 @@ struct cli {
   int inflight; /* rereads and deletes */
   size_t deleted, skipped;
   bool first_result;
-  char node[600];      /* the identity's registry record */
-  bool record_trusted; /* creator-only: its trees are read (as the sidecar's sweep reads them) */
+  /* The own trees: the identity's record, read with the registry's ACLs. */
+  int step; /* enum own_step */
+  char ids[300], node[600];
+  char trust[ZKW_REGTRUST_WHY_MAX + 320]; /* why the record is not trusted ("": it is) */
+  struct Stat rec_stat;
+  struct zkw_scope rec_trees;
 };
+
+enum own_step { OWN_ROOT_ACL, OWN_IDS_ACL, OWN_RECORD, OWN_RECORD_ACL, OWN_WALK };
 
 static void cli_finish(struct cli *c, int status) {
   if (c->finished) return;
@@ -161,6 +169,11 @@ static void reclaim_pump(struct cli *c) {
   while (c->inflight < ZKW_LOCKS_WINDOW && c->next < r->nlocks) {
     size_t i = c->next++;
     if (r->locks[i].why) continue; /* not stale: never touched */
+    if (r->locks[i].untrusted) {   /* stale by what someone else could have written */
+      c->skipped++;
+      reclaim_result(c, &r->locks[i], "not deleted", r->locks[i].untrusted);
+      continue;
+    }
     struct reread *a = malloc(sizeof *a);
     if (a) *a = (struct reread){c, i};
     if (a && zkw_zk_get(c->zk, r->locks[i].path, false, reread_cb, a) == ZOK) {
@@ -208,54 +221,109 @@ static void walk_done(void *arg, struct zkw_locks_report *rep) {
   reclaim_pump(c);
 }
 
-static void walk_roots(struct cli *c, const struct zkw_lock_roots *roots) {
-  if (zkw_locks_walk_start(c->zk, roots, c->all, c->cfg->registry_root, zkw_zk_session_id(c->zk), walk_done,
-                           c, &c->walk) != 0) {
+static void walk_roots(struct cli *c, const struct zkw_lock_roots *roots,
+                       const struct zkw_lock_roots *untrusted) {
+  struct zkw_locks_opts o = {roots,
+                             untrusted,
+                             c->all,
+                             c->cfg->registry_auth[0] != 0,
+                             c->cfg->registry_root,
+                             zkw_zk_session_id(c->zk)};
+  if (zkw_locks_walk_start(c->zk, &o, walk_done, c, &c->walk) != 0) {
     fprintf(stderr, "zkwarden locks: cannot read the ensemble\n");
     cli_finish(c, 1);
   }
 }
 
-/* The identity's record read: its trees, with ZKWARDEN_SWEEP_TREES, are
- * what the walk reads (each below a lock root, as the sidecar takes them). */
-static void record_read(void *arg, const struct zkw_zk_result *r) {
-  struct cli *c = arg;
-  struct zkw_record rec;
-  struct zkw_scope trees = {0};
-  if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) {
-    for (int i = 0; c->record_trusted && i < rec.trees.count; i++)
-      (void)zkw_scope_add(&trees, &c->cfg->lock_roots, rec.trees.tree[i]);
-    if (!c->record_trusted && rec.trees.count)
-      fprintf(stderr,
-              "zkwarden locks: the trees in the registry record of %s are not read: the record is not "
-              "creator-only (%s), so anyone could have written them; ZKWARDEN_SWEEP_TREES names them\n",
-              c->cfg->identity,
-              c->cfg->registry_auth[0] ? "it has a world ACL" : "ZKWARDEN_REGISTRY_AUTH is unset");
-  } else if (r->rc != ZNONODE) {
-    fprintf(stderr, "zkwarden locks: cannot read the registry record of %s (%s): its own trees are unknown\n",
-            c->cfg->identity, r->rc == ZOK ? "corrupt" : zkw_zk_error(r->rc));
-  }
-  memset(&rec, 0, sizeof rec); /* it holds the session password */
+/* The own trees: ZKWARDEN_SWEEP_TREES, and the identity's record's (each
+ * below a lock root, as the sidecar takes them), marked untrusted when the
+ * record is not trusted (zkw_regtrust.h): shown, never acted on. */
+static void own_walk(struct cli *c) {
+  struct zkw_scope trusted = {0}, untrusted = {0};
   for (int i = 0; i < c->cfg->sweep_trees.count; i++)
-    (void)zkw_scope_add(&trees, &c->cfg->lock_roots, c->cfg->sweep_trees.root[i]);
-  if (!trees.count)
+    (void)zkw_scope_add(&trusted, &c->cfg->lock_roots, c->cfg->sweep_trees.root[i]);
+  for (int i = 0; i < c->rec_trees.count; i++)
+    (void)zkw_scope_add(c->trust[0] ? &untrusted : &trusted, &c->cfg->lock_roots, c->rec_trees.tree[i]);
+  if (untrusted.count) {
+    char list[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
+    zkw_scope_format(&untrusted, list, sizeof list);
+    fprintf(stderr,
+            "zkwarden locks: the trees %s of the registry record of %s are read and marked untrusted: the "
+            "record is not trusted (%s), so anyone could have written them; --reclaim acts on nothing found "
+            "only there (ZKWARDEN_SWEEP_TREES names trees to trust)\n",
+            list, c->cfg->identity, c->trust);
+  }
+  if (!trusted.count && !untrusted.count)
     fprintf(stderr,
             "zkwarden locks: no own tree of identity %s is known (its JobManager created nothing under "
             "the lock roots yet); --all walks every lock root\n",
             c->cfg->identity);
-  struct zkw_lock_roots roots;
-  zkw_locks_scope_roots(&trees, &roots);
-  walk_roots(c, &roots);
+  struct zkw_lock_roots roots, uroots;
+  zkw_locks_scope_roots(&trusted, &roots);
+  zkw_locks_scope_roots(&untrusted, &uroots);
+  walk_roots(c, &roots, &uroots);
 }
 
-static int read_record(struct cli *c) {
-  return zkw_zk_get(c->zk, c->node, false, record_read, c) != ZOK;
-}
+static void own_next(struct cli *c);
 
-static void acl_read(void *arg, const struct zkw_zk_result *r) {
+/* A registry node's ACL (the root, identities, then the record's). */
+static void own_acl(void *arg, const struct zkw_zk_result *r) {
   struct cli *c = arg;
-  c->record_trusted = r->rc == ZOK && !r->acl_world;
-  if (read_record(c)) {
+  char buf[ZKW_REGTRUST_WHY_MAX];
+  const char *why = zkw_regtrust_why(r, true, buf, sizeof buf);
+  if (c->step == OWN_RECORD_ACL && !why && !zkw_regtrust_same(&r->stat, &c->rec_stat))
+    why = "it changed while it was read";
+  if (why && !c->trust[0] && c->step == OWN_RECORD_ACL)
+    snprintf(c->trust, sizeof c->trust, "%s", why);
+  else if (why && !c->trust[0])
+    snprintf(c->trust, sizeof c->trust, "the registry node %.300s: %.199s",
+             c->step == OWN_ROOT_ACL ? c->cfg->registry_root : c->ids, why);
+  c->step++;
+  own_next(c);
+}
+
+/* The identity's record: its trees. */
+static void own_record(void *arg, const struct zkw_zk_result *r) {
+  struct cli *c = arg;
+  struct zkw_record rec;
+  if (r->rc == ZOK && zkw_record_parse(r->data, r->data_len, &rec) == 0) {
+    c->rec_trees = rec.trees;
+    c->rec_stat = r->stat;
+    c->step++;
+  } else {
+    if (r->rc != ZNONODE)
+      fprintf(stderr,
+              "zkwarden locks: cannot read the registry record of %s (%s): its own trees are unknown\n",
+              c->cfg->identity, r->rc == ZOK ? "corrupt" : zkw_zk_error(r->rc));
+    c->step = OWN_WALK; /* nothing read to trust */
+  }
+  memset(&rec, 0, sizeof rec); /* it holds the session password */
+  own_next(c);
+}
+
+static void own_next(struct cli *c) {
+  int rc = ZOK;
+  switch (c->step) {
+  case OWN_ROOT_ACL:
+    rc = zkw_zk_get_acl(c->zk, c->cfg->registry_root, "acl-report", own_acl, c);
+    break;
+  case OWN_IDS_ACL:
+    rc = zkw_zk_get_acl(c->zk, c->ids, "acl-report", own_acl, c);
+    break;
+  case OWN_RECORD:
+    rc = zkw_zk_get(c->zk, c->node, false, own_record, c);
+    break;
+  case OWN_RECORD_ACL:
+    if (!c->cfg->registry_auth[0]) {
+      c->step++;
+      return own_next(c);
+    }
+    rc = zkw_zk_get_acl(c->zk, c->node, "acl-report", own_acl, c);
+    break;
+  default:
+    return own_walk(c);
+  }
+  if (rc != ZOK) {
     fprintf(stderr, "zkwarden locks: cannot read the ensemble\n");
     cli_finish(c, 1);
   }
@@ -264,15 +332,15 @@ static void acl_read(void *arg, const struct zkw_zk_result *r) {
 static void synced(void *arg, const struct zkw_zk_result *r) {
   struct cli *c = arg;
   (void)r; /* a failed sync only means the reads may lag a little */
-  if (c->all) return walk_roots(c, &c->cfg->lock_roots);
-  snprintf(c->node, sizeof c->node, "%s/identities/%s",
-           strcmp(c->cfg->registry_root, "/") ? c->cfg->registry_root : "", c->cfg->identity);
-  /* The record's trees count only while the record is creator-only, as for
-   * the sidecar (zkw_regacl.c): its ACL first, then the record. */
-  if (c->cfg->registry_auth[0] ? zkw_zk_get_acl(c->zk, c->node, acl_read, c) != ZOK : read_record(c)) {
-    fprintf(stderr, "zkwarden locks: cannot read the ensemble\n");
-    cli_finish(c, 1);
-  }
+  if (c->all) return walk_roots(c, &c->cfg->lock_roots, NULL);
+  const char *root = strcmp(c->cfg->registry_root, "/") ? c->cfg->registry_root : "";
+  snprintf(c->ids, sizeof c->ids, "%s/identities", root);
+  snprintf(c->node, sizeof c->node, "%s/%s", c->ids, c->cfg->identity);
+  /* The record's trees are trusted as the sidecar's are (zkw_regtrust.h):
+   * the registry's parents, the record, then its ACL. */
+  if (!c->cfg->registry_auth[0]) snprintf(c->trust, sizeof c->trust, "%s", ZKW_REGTRUST_NO_AUTH);
+  c->step = c->cfg->registry_auth[0] ? OWN_ROOT_ACL : OWN_RECORD;
+  own_next(c);
 }
 
 static void on_event(void *arg, int type, int state, const char *path) {
@@ -305,10 +373,12 @@ static void connect_timeout(uv_timer_t *t) {
 
 static void cli_usage(FILE *out) {
   fprintf(out, "usage: zkwarden locks [--json] [--all] [--reclaim [--dry-run]]\n"
-               "Lists every lock in the own trees of ZKWARDEN_IDENTITY (those its sweep reads: its\n"
-               "registry record's, and ZKWARDEN_SWEEP_TREES): the state node it guards, its identity,\n"
-               "incarnation and session, and whether it is stale (and if not, why not), with a\n"
-               "summary per identity first. Configured by the daemon's environment (zkwarden --help).\n"
+               "Lists every lock in the own trees of ZKWARDEN_IDENTITY (its registry record's, and\n"
+               "ZKWARDEN_SWEEP_TREES): the state node it guards, its identity, incarnation and session,\n"
+               "and whether it is stale (and if not, why not), with a summary per identity first.\n"
+               "What rests on a registry record someone other than zkwarden could have written (any\n"
+               "record, without ZKWARDEN_REGISTRY_AUTH) is marked not trusted; --reclaim leaves it.\n"
+               "Configured by the daemon's environment (zkwarden --help).\n"
                "  --json      the report as JSON (the same as GET /v1/locks)\n"
                "  --all       every lock under ZKWARDEN_LOCK_ROOTS (every cluster's)\n"
                "  --reclaim   delete the stale locks now, under the sweep's rules\n"

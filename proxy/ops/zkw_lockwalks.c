@@ -91,15 +91,19 @@ static void walk_begin(void) {
     oldest = oldest->next;
   bool all = oldest->all;
   const struct zkw_config *cfg = walks.srv->cfg;
-  struct zkw_lock_roots own;
-  if (!all) {
+  struct zkw_lock_roots own, untrusted = {0};
+  if (!all) { /* the sweep's, and the record's that are not trusted (shown, marked so) */
     struct zkw_scope trees;
-    zkw_identity_own_trees(zkw_sidecar_identity(walks.srv), &trees);
+    const struct zkw_identity *id = zkw_sidecar_identity(walks.srv);
+    zkw_identity_own_trees(id, &trees);
     zkw_locks_scope_roots(&trees, &own);
+    zkw_identity_untrusted_trees(id, &trees);
+    zkw_locks_scope_roots(&trees, &untrusted);
   }
   walks.walk_all = all;
-  if (zkw_locks_walk_start(walks.zk, all ? &cfg->lock_roots : &own, all, cfg->registry_root, 0, walk_done,
-                           NULL, &walks.walk) != 0) {
+  struct zkw_locks_opts o = {all ? &cfg->lock_roots : &own, &untrusted,         all,
+                             cfg->registry_auth[0] != 0,    cfg->registry_root, 0};
+  if (zkw_locks_walk_start(walks.zk, &o, walk_done, NULL, &walks.walk) != 0) {
     walks.walk = NULL;
     answer_all(false, NULL, "the lock walk's session refused the reads");
     return answer_all(true, NULL, "the lock walk's session refused the reads");

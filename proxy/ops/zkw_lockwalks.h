@@ -4,8 +4,9 @@
  *
  * One walk runs at a time, on a ZooKeeper session of its own (opened at the
  * first walk, so that its reads never queue before the registry's
- * requests), of one scope: the identity's own trees (the sweep's), or every
- * lock root (/v1/locks?all=1). Requests that come meanwhile wait for it (or
+ * requests), of one scope: the identity's own trees (the sweep's, and its
+ * record's trees that are not trusted, marked so), or every lock root
+ * (/v1/locks?all=1). Requests that come meanwhile wait for it (or
  * for the next walk, of their scope); a report answers every request of its
  * scope for ZKW_ADMIN_WALK_REUSE_MS after its walk ended. A waiting request
  * is answered through the callback given at setup. */

@@ -45,6 +45,7 @@ void zkw_views_refresh_gauges(struct zkw_server *srv) {
   ZKW_METRIC_SET(sessions_active, active);
   ZKW_METRIC_SET(plain_client_sessions, plain);
   ZKW_METRIC_SET(outstanding_requests, out);
+  ZKW_METRIC_SET(buffered_bytes, (int64_t)zkw_buf_held());
   char why[8];
   ZKW_METRIC_SET(ready, zkw_server_ready(srv, why, sizeof why) ? 1 : 0);
 }
@@ -199,6 +200,21 @@ int zkw_views_status_page(struct zkw_server *srv, struct zkw_buf *b, const struc
     char list[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
     zkw_scope_format(&trees, list, sizeof list);
     TRY(kv_row(b, "own trees", "mono", list));
+    zkw_identity_untrusted_trees(id, &trees);
+    if (trees.count) {
+      zkw_scope_format(&trees, list, sizeof list);
+      snprintf(line, sizeof line,
+               "%.400s (read from the registry record, which is not trusted: the lock report "
+               "shows them, marked so; never swept)",
+               list);
+      TRY(kv_row(b, "untrusted trees", "bad", line));
+    }
+    const char *untrusted = cfg->registry_auth[0] ? id->record_why : ZKW_REGTRUST_NO_AUTH;
+    snprintf(line, sizeof line, "%s%.520s%s", untrusted[0] ? "not trusted: " : "", untrusted,
+             untrusted[0] ? " (its dead sessions and trees delete nothing)"
+                          : "trusted: only zkwarden's registry identity can change the record and the "
+                            "registry nodes above it");
+    TRY(kv_row(b, "registry record", untrusted[0] ? "bad" : "ok", line));
   }
   TRY(zkw_text_printf(b, "</table>\n"));
   TRY(render_page_sessions(srv, b));

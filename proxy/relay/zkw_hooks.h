@@ -28,6 +28,8 @@
  *                        ZKW_FORWARD moves it, ZKW_DROP does what a plain
  *                        proxy would (the policy's observe mode)
  *   on_close             the session is closing (once)
+ *   on_recover           instead of the first four: a session a predecessor
+ *                        process served, taken up (zkw_recover.h)
  *
  * Verdicts of on_request and on_reply (negative: a codec status, the session
  * is closed as a protocol error):
@@ -38,11 +40,21 @@
  *                 same request comes again after zkw_session_resume
  *   ZKW_WITHHOLD  (the barrier reply only) keep the reply; the policy ends
  *                 it later with zkw_session_replay or zkw_session_deliver
- * A request's FORWARD or REPLACE may carry ZKW_BARRIER: the relay keeps the
- * frame it sent (later requests go on), and its reply comes to on_reply with
- * ZKW_REPLY_AT_BARRIER set; ZKW_WITHHOLD then holds it, and the replies after
- * it, until the policy replays or delivers (zkw_replies.h). It may carry ZKW_MARK: its reply
- * comes with ZKW_REPLY_MARKED (however many marked requests are in flight).
+ * A request's FORWARD or REPLACE may carry:
+ *   ZKW_KEEP      the relay keeps a copy of the frame it sent; its reply comes
+ *                 to on_reply with ZKW_REPLY_KEPT set, and
+ *                 zkw_session_kept_request gives the request meanwhile (the
+ *                 sidecar: a lock create, whose NODEEXISTS on a stale lock it
+ *                 reclaims in-band after the client has its reply)
+ *   ZKW_BARRIER   a ZKW_KEEP whose reply the policy may withhold: the
+ *                 client's later requests are not sent to the server until
+ *                 the client has the barrier's answer, so that the server
+ *                 executes them after the barrier's replay as direct it
+ *                 would after the request (zkw_replies.h). Its reply comes
+ *                 with ZKW_REPLY_AT_BARRIER; ZKW_WITHHOLD then keeps it until
+ *                 the policy replays the request or delivers the reply
+ *   ZKW_MARK      its reply comes with ZKW_REPLY_MARKED (however many marked
+ *                 requests are in flight).
  *
  * Per-session policy state: the relay allocates session_size bytes with each
  * session (zeroed, freed with it): zkw_session_policy(s). The back-channel
@@ -69,10 +81,12 @@ enum zkw_verdict {
 #define ZKW_VERDICT_MASK 0xff
 #define ZKW_BARRIER      0x100
 #define ZKW_MARK         0x200
+#define ZKW_KEEP         0x400
 
 /* on_reply's flags. */
 #define ZKW_REPLY_AT_BARRIER 1u /* the first reply to the barrier request (not its replay's) */
 #define ZKW_REPLY_MARKED     2u /* the request carried ZKW_MARK */
+#define ZKW_REPLY_KEPT       4u /* the request carried ZKW_KEEP or ZKW_BARRIER: zkw_session_kept_request */
 
 struct zkw_hooks {
   size_t session_size;
@@ -91,6 +105,9 @@ struct zkw_hooks {
   int (*on_move)(struct zkw_session *s, const char *why, bool silent);
   int (*on_notification)(struct zkw_session *s, const struct zkw_watcher_event *ev);
   void (*on_close)(struct zkw_session *s);
+  /* A session a predecessor process left (zkw_recover.h), before it is
+   * re-attached: the policy's bytes it kept for it (zkw_session_persist). */
+  void (*on_recover)(struct zkw_session *s, const uint8_t *kept, size_t len);
   /* The server stops (SIGTERM): policy timers and handles go (policy: the
    * server's policy context). */
   void (*on_stop)(void *policy);

@@ -11,6 +11,7 @@
 #include "zkw_codec.h"
 #include "zkw_encode.h"
 #include "zkw_pair.h"
+#include "zkw_journal.h"
 
 #define INBAND_FRAME_MAX      1200 /* header + a path of up to 1,024 bytes + flags */
 #define INBAND_TIMEOUT_MIN_MS 1000
@@ -39,7 +40,7 @@ static void finish(struct inband_req *r, int rc, const struct zkw_zk_result *res
   zkw_zk_cb cb = r->cb;
   r->cb = NULL;
   if (!cb) return;
-  struct zkw_zk_result fail = {.rc = rc, .data_len = -1};
+  struct zkw_zk_result fail = {.rc = rc, .data_len = -1, .failed_op = -1};
   cb(r->arg, res ? res : &fail);
 }
 
@@ -112,7 +113,8 @@ static void flush(struct zkw_inband *ib) {
     if (!sendable(s)) break;
     int32_t xid = pick_xid(ib);
     zkw_store_be32(r->frame + 4, (uint32_t)xid);
-    if (zkw_pending_push_owned(&s->pending, xid, r->op, r) || zkw_side_send(&s->upstream, r->frame, r->len)) {
+    if (zkw_pending_push_owned(&s->pending, xid, r->op, r) ||
+        (zkw_journal_pushed(s, xid, r->op, 0, true, 0), zkw_side_send(&s->upstream, r->frame, r->len))) {
       zkw_session_close(s, ZKW_LOG_WARN, "cannot write an in-band request upstream");
       return;
     }
@@ -144,23 +146,70 @@ static struct zkw_inband *inband_of(struct zkw_session *s) {
   return ib;
 }
 
-static int submit(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
-  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
-  if (req->op.path.len <= 0 || req->op.path.len > 1024) return -ENAMETOOLONG;
+/* A request of cap bytes of frame, not yet queued (NULL: out of memory). */
+static struct inband_req *new_request(struct zkw_session *s, int32_t op, size_t cap, zkw_zk_cb cb,
+                                      void *arg) {
   struct zkw_inband *ib = inband_of(s);
-  struct inband_req *r = ib ? zkw_malloc(sizeof *r + INBAND_FRAME_MAX) : NULL;
-  if (!r) return -ENOMEM;
-  *r = (struct inband_req){.cb = cb, .arg = arg, .op = req->type};
-  if (zkw_encode_request(r->frame, INBAND_FRAME_MAX, req, &r->len) != ZKW_OK) {
-    free(r);
-    return -ENAMETOOLONG;
-  }
+  struct inband_req *r = ib ? zkw_malloc(sizeof *r + cap) : NULL;
+  if (r) *r = (struct inband_req){.cb = cb, .arg = arg, .op = op};
+  return r;
+}
+
+static void queue(struct zkw_session *s, struct inband_req *r) {
+  struct zkw_inband *ib = s->inband;
   if (ib->tail)
     ib->tail->next = r;
   else
     ib->head = r;
   ib->tail = r;
   flush(ib);
+}
+
+static int submit(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
+  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
+  if (req->op.path.len <= 0 || req->op.path.len > 1024) return -ENAMETOOLONG;
+  /* A create's data and ACL come on top of the path and the fixed fields. */
+  size_t cap = INBAND_FRAME_MAX + (size_t)(req->op.data.len > 0 ? req->op.data.len : 0) + req->op.acl.len;
+  struct inband_req *r = new_request(s, req->type, cap, cb, arg);
+  if (!r) return -ENOMEM;
+  if (zkw_encode_request(r->frame, cap, req, &r->len) != ZKW_OK) {
+    free(r);
+    return -ENAMETOOLONG;
+  }
+  queue(s, r);
+  return 0;
+}
+
+/* The client's create request (RequestHeader + CreateRequest), decoded. */
+static int client_create(const uint8_t *request, size_t len, struct zkw_request *req) {
+  if (zkw_decode_request(request, len, req) != ZKW_OK ||
+      (req->type != ZKW_OP_CREATE && req->type != ZKW_OP_CREATE2))
+    return -EINVAL;
+  return 0;
+}
+
+int zkw_inband_create(struct zkw_session *s, const uint8_t *request, size_t len, zkw_zk_cb cb, void *arg) {
+  struct zkw_request req;
+  if (client_create(request, len, &req)) return -EINVAL;
+  return submit(s, &req, cb, arg);
+}
+
+int zkw_inband_replace(struct zkw_session *s, const char *path, int version, const uint8_t *request,
+                       size_t len, zkw_zk_cb cb, void *arg) {
+  struct zkw_request req;
+  if (s->phase == ZKW_PHASE_CLOSING) return -ENOTCONN;
+  if (client_create(request, len, &req)) return -EINVAL;
+  struct zkw_op_req ops[2] = {{.type = ZKW_OP_DELETE, .version = version}, req.op};
+  ops[0].path = (struct zkw_bytes){(const uint8_t *)path, (int32_t)strlen(path)};
+  ops[1].type = ZKW_OP_CREATE; /* the path it reports is enough: create2's Stat is not read */
+  size_t cap = len + ops[0].path.len + 64;
+  struct inband_req *r = new_request(s, ZKW_OP_MULTI, cap, cb, arg);
+  if (!r) return -ENOMEM;
+  if (zkw_encode_multi(r->frame, cap, 0, ops, 2, &r->len) != ZKW_OK) {
+    free(r);
+    return -EINVAL;
+  }
+  queue(s, r);
   return 0;
 }
 
@@ -169,6 +218,10 @@ static struct zkw_request path_request(int32_t type, const char *path) {
   req.op.type = type;
   req.op.path = (struct zkw_bytes){(const uint8_t *)path, (int32_t)strlen(path)};
   return req; /* watch stays 0 */
+}
+
+int zkw_inband_request(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg) {
+  return submit(s, req, cb, arg);
 }
 
 int zkw_inband_get(struct zkw_session *s, const char *path, zkw_zk_cb cb, void *arg) {
@@ -258,7 +311,7 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
   struct zkw_reply rep;
   int rc = zkw_decode_reply(body, len, op, &rep);
   if (rc) return rc;
-  struct zkw_zk_result res = {.rc = rep.err, .data_len = -1};
+  struct zkw_zk_result res = {.rc = rep.err, .data_len = -1, .failed_op = -1};
   char *data = NULL, *block = NULL;
   if (rep.err == 0 && op == ZKW_OP_GET_DATA) {
     res.has_stat = true;
@@ -274,6 +327,16 @@ int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, si
         res.data_len = rep.op.data.len;
       }
     }
+  } else if (rep.err == 0 && op == ZKW_OP_MULTI) {
+    /* A failed multi says so in its results, not its header: the first
+     * error other than the rollbacks' RUNTIMEINCONSISTENCY. */
+    struct zkw_multi_iter it = zkw_multi_iter(rep.op.results);
+    struct zkw_op_rep sub;
+    for (int i = 0; zkw_multi_next_rep(&it, &sub) == ZKW_OK; i++)
+      if (sub.err != 0 && sub.err != ZKW_ZERR_RUNTIMEINCONSISTENCY && res.failed_op < 0) {
+        res.rc = sub.err;
+        res.failed_op = i;
+      }
   } else if (rep.err == 0 && (op == ZKW_OP_GET_CHILDREN || op == ZKW_OP_GET_CHILDREN2)) {
     if (op == ZKW_OP_GET_CHILDREN2) {
       res.has_stat = true;
@@ -322,14 +385,23 @@ void zkw_inband_connection_lost(struct zkw_session *s) {
   struct inband_req **lost_tail = &ib->lost;
   while (*lost_tail)
     lost_tail = &(*lost_tail)->next;
-  while (ib->head && ib->head->sent) {
-    struct inband_req *r = ib->head;
-    ib->head = r->next;
+  /* The sent ones, and the waiting ones meant for this connection alone: a
+   * watch request (addWatch: the policy asked for it knowing this server
+   * takes it; the next server may be older and close the connection). */
+  for (struct inband_req **pp = &ib->head; *pp;) {
+    struct inband_req *r = *pp;
+    if (!r->sent && r->op != ZKW_OP_ADD_WATCH && r->op != ZKW_OP_REMOVE_WATCHES) {
+      pp = &r->next;
+      continue;
+    }
+    *pp = r->next;
     r->next = NULL;
     *lost_tail = r;
     lost_tail = &r->next;
   }
-  if (!ib->head) ib->tail = NULL;
+  ib->tail = NULL;
+  for (struct inband_req *r = ib->head; r; r = r->next)
+    ib->tail = r;
   arm_timer(ib);
 }
 

@@ -40,6 +40,7 @@
 #define ZKW_INBAND_XID_BASE 0x7fff0000
 
 struct zkw_session;
+struct zkw_request;
 
 /* Queue a request on s; cb follows exactly once (unless 0 is not returned).
  * Returns 0, -ENOMEM, -ENAMETOOLONG or -ENOTCONN (the session is closing). */
@@ -64,6 +65,23 @@ int zkw_inband_add_watch(struct zkw_session *s, const char *path, int32_t mode, 
 int zkw_inband_remove_watches(struct zkw_session *s, const char *path, int32_t type, zkw_zk_cb cb, void *arg)
     __attribute__((warn_unused_result));
 
+/* Any request (req decoded from a client's frame, or built): encoded
+ * again with an xid of zkwarden's own. The test build's replay_create
+ * mutation (zkw_mutate.h) sends a client's create a second time with it. */
+int zkw_inband_request(struct zkw_session *s, const struct zkw_request *req, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+/* A create the client sent (request: its frame body, RequestHeader and
+ * CreateRequest: create or create2, its xid replaced by one of zkwarden's):
+ * the same node, data, ACL and flags, owned by the client's session. */
+int zkw_inband_create(struct zkw_session *s, const uint8_t *request, size_t len, zkw_zk_cb cb, void *arg)
+    __attribute__((warn_unused_result));
+/* One multi: delete path at version, then the create of request (as
+ * zkw_inband_create): the node replaced at once, never missing in between.
+ * The result's rc is ZOK, or the error of the sub-op that failed
+ * (failed_op: 0 the delete, 1 the create); nothing is changed then. */
+int zkw_inband_replace(struct zkw_session *s, const char *path, int version, const uint8_t *request,
+                       size_t len, zkw_zk_cb cb, void *arg) __attribute__((warn_unused_result));
+
 /* Relay hooks (zkw_session.c). */
 /* A reply for the client (opcode op, not a notification) arrived: may make
  * waiting requests sendable. */
@@ -72,8 +90,10 @@ void zkw_inband_client_reply(struct zkw_session *s, int32_t op);
  * or a negative codec error (the reply is malformed). */
 int zkw_inband_reply(struct zkw_session *s, void *owned, const uint8_t *body, size_t len, int32_t op);
 /* The upstream connection went away and the session moves (zkw_move.h):
- * the requests written on it get ZCONNECTIONLOSS on a later turn of the
- * loop; the waiting ones go out once zkw_inband_resume is called. */
+ * the requests written on it, and the watch requests (addWatch,
+ * removeWatches) still waiting, which were meant for that server alone, get
+ * ZCONNECTIONLOSS on a later turn of the loop; the other waiting ones go out
+ * once zkw_inband_resume is called. */
 void zkw_inband_connection_lost(struct zkw_session *s);
 void zkw_inband_resume(struct zkw_session *s);
 /* The session is closing: outstanding callbacks get ZCONNECTIONLOSS. */

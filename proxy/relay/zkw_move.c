@@ -14,6 +14,7 @@
 #include "zkw_replies.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
+#include "zkw_journal.h"
 
 /* The move ends this long before the client's read timeout at the latest:
  * its pings, waiting meanwhile, must still get their answers in time. */
@@ -127,6 +128,8 @@ static void drop_connection(struct zkw_session *s) {
   if (up->reading) uv_read_stop((uv_stream_t *)&up->tcp);
   up->reading = false;
   up->paused = false;
+  if (up->capped) s->srv->capped--;
+  up->capped = false;
   up->connected = false;
   up->lost = 0;
   zkw_buf_release(&up->in);
@@ -141,6 +144,7 @@ static void drop_connection(struct zkw_session *s) {
     uv_close((uv_handle_t *)&up->tcp, closed_cb);
   } else {
     zkw_session_ref(s); /* what closed_cb gives back */
+    up->tcp.data = up;  /* a recovered session's upstream handle was never opened (zkw_recover.c) */
     closed_cb((uv_handle_t *)&up->tcp);
   }
 }
@@ -245,6 +249,29 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   return true;
 }
 
+bool zkw_move_recover(struct zkw_session *s) {
+  int no = not_movable(s);
+  if (no >= 0 || !s->srv->cfg->session_move) {
+    zkw_slog(s, ZKW_LOG_INFO, "not recovered: %s", no >= 0 ? refusal_text[no] : "ZKWARDEN_SESSION_MOVE=off");
+    return false;
+  }
+  uint64_t now = uv_now(s->srv->loop);
+  /* When the client last heard from the server is not known here: its read
+   * timeout is counted from now, and the client's own ends the move if the
+   * real one comes first. */
+  s->up_last_read_ms = now;
+  s->moving = true;
+  s->move_counted = true; /* not a move of the server's failure: not counted as one */
+  s->move_tries = 0;
+  s->move_failed = 0;
+  s->move_first_ms = 0;
+  s->move_from = s->up_idx;
+  s->move_t0 = uv_hrtime();
+  uv_timer_start(&s->guard, budget_cb, read_timeout_ms(s) - MOVE_MARGIN_MS, 0);
+  drop_connection(s); /* none yet: the first attempt at once */
+  return true;
+}
+
 /* ---- the restore ---- */
 
 /* One request answered with CONNECTIONLOSS; the policy sees the answer as
@@ -259,7 +286,10 @@ static int answer_one_lost(struct zkw_session *s, struct zkw_pending_entry e) {
     hooks->on_reply(s, &rep, e.op, e.flags & ZKW_PENDING_MARK ? ZKW_REPLY_MARKED : 0u, &s->scratch);
     zkw_buf_release(&s->scratch); /* the answer is ours, whatever the verdict */
   }
-  if (rc == ZKW_OK) rc = zkw_side_send(&s->client, frame, len);
+  if (rc == ZKW_OK) {
+    zkw_journal_to_client(s, frame, len, s->jr.popped);
+    rc = zkw_side_send(&s->client, frame, len);
+  }
   if (rc) {
     zkw_session_write_failed(s, &s->client, rc);
     return -1;
@@ -280,10 +310,14 @@ static int answer_barrier_lost(struct zkw_session *s, int32_t xid, int32_t op, u
 static int answer_lost(struct zkw_session *s) {
   s->move_lost = 0;
   if (zkw_replies_restore(s, answer_barrier_lost)) return -1;
+  uint64_t base = s->jr.popped; /* the journal's index of the ring's oldest entry */
   for (uint32_t i = 0; i < s->pending.count; i++) {
     struct zkw_pending_entry e = zkw_pending_at(&s->pending, i);
+    s->jr.popped = base + i + 1;
     if (!e.owned && !(e.flags & ZKW_PENDING_REPLAY) && answer_one_lost(s, e)) return -1;
   }
+  s->jr.popped = base + s->pending.count;
+  zkw_journal_consumed(s, s->jr.popped);
   zkw_pending_free(&s->pending);
   zkw_pending_init(&s->pending);
   return 0;
@@ -399,7 +433,7 @@ int zkw_move_frame(struct zkw_session *s, const uint8_t *body, size_t len) {
 /* uv_now() at which the session counts as silent, or 0 (nothing outstanding,
  * or zkwarden itself is not reading the server). */
 static uint64_t silent_at(const struct zkw_session *s) {
-  if (!(s->pings || s->pending.count) || s->upstream.paused) return 0;
+  if (!(s->pings || s->pending.count) || s->upstream.paused || s->upstream.capped) return 0;
   uint64_t t = (uint64_t)s->timeout;
   uint64_t a = quiet_since(s) + t / 3, b = s->outstanding_since_ms + t / 6;
   return a > b ? a : b;

@@ -44,6 +44,11 @@
  * true if the session is moving: the caller must not close it (during a
  * move: the next server is tried); false: the caller closes it as before. */
 bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) __attribute__((warn_unused_result));
+/* A session a predecessor process left (zkw_recover.h), with no upstream
+ * connection yet: re-attached as after a loss, its requests in flight
+ * answered with CONNECTIONLOSS. Returns false if it cannot move (the
+ * caller closes it; the reason is logged). */
+bool zkw_move_recover(struct zkw_session *s) __attribute__((warn_unused_result));
 /* An upstream frame (body after the length) while moving: ZKW_DROP (taken
  * by the move), ZKW_FORWARD (for the client: a notification, its own ping or
  * auth reply), or a negative codec status. */

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "zkw_fault.h"
-#include "zkw_keeperlink.h"
 #include "zkw_metrics.h"
 #include "zkw_tls.h"
+#include "zkw_journal.h"
 
 /* Bound on flushing queued bytes to a side once the session is closing. */
 #define ZKW_CLOSE_FLUSH_MS 2000
@@ -19,6 +19,63 @@
 #define ZKW_READ_MIN 4096
 
 static void side_close(struct zkw_side *side);
+
+/* What one session buffers (the capacity of its socket buffers). */
+static size_t session_held(const struct zkw_session *s) {
+  const struct zkw_side *sides[2] = {&s->client, &s->upstream};
+  size_t n = 0;
+  for (int i = 0; i < 2; i++)
+    n += sides[i]->in.cap + sides[i]->out.cap + sides[i]->flight.cap;
+  return n;
+}
+
+/* A session's share of ZKWARDEN_MAX_BUFFERED_BYTES: once all buffers
+ * together pass it, only sessions over their share stop reading, so that a
+ * client that reads its replies is never stopped by others that do not. */
+static size_t fair_share(const struct zkw_server *srv) {
+  return srv->cfg->max_buffered / (srv->sessions_open ? srv->sessions_open : 1);
+}
+
+/* The buffers drained (all together under three quarters of the bound), or
+ * a capped session's own under half its share: those sides read again. */
+static void uncap(struct zkw_server *srv) {
+  if (!srv->capped) return;
+  bool drained = zkw_buf_held() < (size_t)srv->cfg->max_buffered / 4 * 3;
+  size_t low = fair_share(srv) / 2;
+  for (struct zkw_session *s = srv->sessions; s && srv->capped; s = s->next) {
+    if (!s->client.capped && !s->upstream.capped) continue;
+    if (!drained && session_held(s) >= low) continue;
+    struct zkw_side *sides[2] = {&s->client, &s->upstream};
+    for (int i = 0; i < 2; i++)
+      if (sides[i]->capped) {
+        sides[i]->capped = false;
+        sides[i]->resumed_ms = uv_now(srv->loop); /* its silence counts from now (zkw_move.c) */
+        srv->capped--;
+        zkw_side_start_reading(sides[i]);
+      }
+  }
+  if (!srv->capped) uv_timer_stop(&srv->cap_timer);
+}
+
+static void cap_timer_cb(uv_timer_t *t) {
+  uncap(t->data);
+}
+
+void zkw_side_check_cap(struct zkw_side *side) {
+  struct zkw_session *s = side->s;
+  struct zkw_server *srv = s->srv;
+  if (side->capped || side->in.len || zkw_buf_held() <= (size_t)srv->cfg->max_buffered ||
+      session_held(s) <= fair_share(srv))
+    return;
+  if (!srv->capped)
+    zkw_log_warn("buffers hold %zu bytes, over ZKWARDEN_MAX_BUFFERED_BYTES (%u): connections over their "
+                 "share are read again once they drain",
+                 zkw_buf_held(), srv->cfg->max_buffered);
+  side->capped = true;
+  if (!srv->capped++ && srv->cap_timer.loop) uv_timer_start(&srv->cap_timer, cap_timer_cb, 50, 50);
+  ZKW_METRIC_INC(buffer_cap_pauses);
+  zkw_side_stop_reading(side);
+}
 
 static void maybe_free(struct zkw_session *s) {
   if (s->phase != ZKW_PHASE_CLOSING || s->handles > 0) return;
@@ -36,14 +93,15 @@ static void maybe_free(struct zkw_session *s) {
     zkw_buf_release(&sides[i]->flight);
   }
   zkw_tls_conn_free(s->upstream.tls);
-  zkw_buf_release(&s->barrier_frames);
-  zkw_buf_release(&s->barrier_frame);
+  zkw_buf_release(&s->kept_frames);
+  zkw_buf_release(&s->kept_frame);
   zkw_buf_release(&s->held_reply);
-  zkw_buf_release(&s->held_replies);
   zkw_buf_release(&s->scratch);
   zkw_pending_free(&s->pending);
   memset(s->passwd, 0, sizeof s->passwd);
+  srv->capped -= (uint32_t)s->client.capped + (uint32_t)s->upstream.capped;
   free(s);
+  uncap(srv);
 }
 
 void zkw_session_ref(struct zkw_session *s) {
@@ -94,8 +152,7 @@ void zkw_session_out_of_memory(struct zkw_session *s, const char *what) {
 
 void zkw_session_read_client(struct zkw_session *s) {
   struct zkw_side *c = &s->client;
-  if (!c->paused || s->held_replies.len >= ZKW_LOW_WATER || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER)
-    return;
+  if (!c->paused || zkw_side_unsent(&s->upstream) >= ZKW_LOW_WATER) return;
   c->paused = false;
   c->resumed_ms = uv_now(s->srv->loop);
   zkw_side_start_reading(c);
@@ -115,9 +172,12 @@ void zkw_session_close(struct zkw_session *s, enum zkw_log_level level, const ch
   }
   if (s->srv->hooks && s->srv->hooks->on_close) s->srv->hooks->on_close(s);
   s->phase = ZKW_PHASE_CLOSING;
+  if (s->jr.slot) { /* the connection ends: no successor takes it */
+    uint32_t slot = s->jr.idx;
+    zkw_journal_release(s);
+    if (s->srv->forget) s->srv->forget(s->srv, slot);
+  }
   s->srv->sessions_open--;
-  zkw_keeperlink_forget(s->keeper_slot); /* the keeper lets its duplicate go */
-  s->keeper_slot = UINT32_MAX;
   if (s->on_closing) s->on_closing(s); /* zkwarden's own requests get a connection loss; the move ends */
   if (!s->srv->internal) zkw_metrics_closed(s->srv->stopping ? ZKW_CLOSE_SHUTDOWN : s->close_class);
   if (s->resolving) uv_cancel((uv_req_t *)&s->resolve_req);
@@ -193,6 +253,7 @@ static void write_cb(uv_write_t *req, int status) {
     return;
   }
   if (side->out.len) zkw_side_flush(side);
+  uncap(s->srv);
   if (s->phase == ZKW_PHASE_CLOSING) {
     if (!side->writing) closing_side_done(side);
     return;
@@ -275,11 +336,20 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
     return;
   }
-  *buf = uv_buf_init((char *)side->in.data + side->in.len, (unsigned)(side->in.cap - side->in.len));
+  size_t offer = side->in.cap - side->in.len;
+  /* Over ZKWARDEN_MAX_BUFFERED_BYTES: read to the end of the current frame
+   * and no further, so that the side stops at a frame boundary
+   * (zkw_side_check_cap). */
+  if (zkw_buf_held() > (size_t)side->s->srv->cfg->max_buffered) {
+    size_t end = side->in.len < 4 ? 4 : 4 + (size_t)zkw_load_be32(side->in.data);
+    if (end > side->in.len && end - side->in.len < offer) offer = end - side->in.len;
+  }
+  *buf = uv_buf_init((char *)side->in.data + side->in.len, (unsigned)offer);
 }
 
 void zkw_side_start_reading(struct zkw_side *side) {
-  if (side->reading || side->paused || !side->open || side->s->phase == ZKW_PHASE_CLOSING) return;
+  if (side->reading || side->paused || side->capped || !side->open || side->s->phase == ZKW_PHASE_CLOSING)
+    return;
   int rc = uv_read_start((uv_stream_t *)&side->tcp, alloc_cb, side->s->on_read);
   if (rc) {
     zkw_session_close(side->s, ZKW_LOG_ERROR, "cannot read from %s: %s", side->name, uv_strerror(rc));

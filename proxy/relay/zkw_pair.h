@@ -28,10 +28,17 @@ void zkw_session_write_failed(struct zkw_session *s, const struct zkw_side *side
 /* zkwarden could not keep what it must (what: a frame from the server, a
  * reply held for the client): the session closes, out of memory. */
 void zkw_session_out_of_memory(struct zkw_session *s, const char *what);
-/* The client is read again, if it was paused, once nothing it waits on is
- * over ZKW_LOW_WATER: its bytes to the server, the replies held for it
- * (zkw_replies.h). */
+/* The client is read again, if it was paused, once its bytes to the server
+ * are under ZKW_LOW_WATER. */
 void zkw_session_read_client(struct zkw_session *s);
+/* The process-wide bound (ZKWARDEN_MAX_BUFFERED_BYTES): once all buffers
+ * together pass it, a side whose session holds more than its share (the
+ * bound over the connections open) stops being read once its frames are all
+ * handled (one half read is read to its end: zkw_pair.c's reads stop there);
+ * it reads again once all buffers drain under three quarters of the bound,
+ * or its own session's under half its share. Called after a side's frames
+ * are handled. */
+void zkw_side_check_cap(struct zkw_side *side);
 
 /* A reference keeps the session's memory while closing (a handle, a request
  * in flight, a policy's pending work). The last unref of a closing session

@@ -14,7 +14,7 @@
  * other; the match reports its owner so that the reply goes to zkwarden and
  * never to the client. A client's entry carries flags: the policy's mark (a
  * request whose reply the policy rewrites, however many such requests are in
- * flight), a barrier, a barrier's replay (zkw_replies.h). */
+ * flight), a kept request, a barrier, a barrier's replay (zkw_replies.h). */
 #ifndef ZKW_PENDING_H
 #define ZKW_PENDING_H
 
@@ -30,11 +30,12 @@ struct zkw_pending_entry {
 };
 
 /* A client request's flags: the policy marked it (ZKW_MARK, zkw_hooks.h:
- * its reply is told so); it is a barrier (ZKW_BARRIER: its copy is kept,
- * zkw_replies.h); it is a barrier's replay. */
+ * its reply is told so); its copy is kept (ZKW_KEEP, zkw_replies.h); it is a
+ * barrier (ZKW_BARRIER, kept too); it is a barrier's replay. */
 #define ZKW_PENDING_MARK    1u
 #define ZKW_PENDING_BARRIER 2u
 #define ZKW_PENDING_REPLAY  4u
+#define ZKW_PENDING_KEPT    8u
 
 #define ZKW_PENDING_INLINE 8
 

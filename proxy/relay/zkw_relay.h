@@ -15,6 +15,7 @@
 #include "zkw_buf.h"
 #include "zkw_config.h"
 #include "zkw_hooks.h"
+#include "zkw_jref.h"
 #include "zkw_log.h"
 #include "zkw_pending.h"
 #include "zkw_watches.h"
@@ -50,6 +51,7 @@ struct zkw_side {
   bool connected;
   bool reading;
   bool paused; /* reading stopped because the peer's output is full */
+  bool capped; /* reading stopped because all buffers together passed ZKWARDEN_MAX_BUFFERED_BYTES */
   bool writing;
   int lost;            /* upstream: a write met this socket error; later writes are dropped (zkw_pair.c) */
   uint64_t resumed_ms; /* uv_now() when reading last resumed after a pause */
@@ -96,23 +98,25 @@ struct zkw_session {
 
   bool response_seen; /* the ConnectResponse has been handled */
 
-  /* Barriers (zkw_hooks.h ZKW_BARRIER, zkw_replies.h): the policy may
-   * withhold such a request's reply (a reclaim, then a replay); later replies
-   * are then held behind it, in order. */
-  bool barrier;         /* a barrier's reply is withheld: later replies are held */
-  bool barrier_lost;    /* a move took the barrier whose reply was withheld: answered first (zkw_move.c) */
-  bool flush_due;       /* the withheld barrier is answered: the held replies go after the current run */
+  /* Kept requests and the barrier (zkw_hooks.h ZKW_KEEP, ZKW_BARRIER;
+   * zkw_replies.h). A barrier in flight or withheld keeps the client's later
+   * requests back (barrier_wait); its reply may be withheld until the policy
+   * replays the request or delivers the reply. */
+  bool barrier;              /* a barrier's reply is withheld (held_reply) */
+  bool barrier_wait;         /* a barrier is in flight or withheld: the client's next request waits */
+  bool barrier_wait_counted; /* a request of the client's waited behind this barrier (metrics) */
+  bool barrier_replayed;     /* the withheld barrier's request was sent again: its reply is the replay's */
+  bool barrier_lost;    /* a move took the withheld barrier: answered first at the restore (zkw_move.c) */
   uint32_t barrier_gen; /* numbers the barrier replies given to the policy: its replay or deliver names the
                            one it means */
-  uint32_t barriers;    /* barrier requests whose reply has not come yet */
+  uint32_t kept;        /* kept requests whose reply has not come yet */
   int32_t barrier_xid, barrier_op;
-  struct zkw_buf barrier_frames; /* copies of the barrier requests in flight, in order (for a replay) */
-  struct zkw_buf barrier_frame;  /* the request whose reply is withheld */
-  struct zkw_buf held_reply;     /* its reply, withheld (ZKW_WITHHOLD) */
-  struct zkw_buf held_replies;   /* what came after it: [op, 4 bytes][flags, 1][frame], in order */
-  struct zkw_buf scratch;        /* a replaced frame on its way out */
-  bool held;                     /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
-  bool processing;               /* inside process(): resume afterwards, not now */
+  struct zkw_buf kept_frames; /* copies of the kept requests in flight, in order */
+  struct zkw_buf kept_frame;  /* the request whose reply the policy is given (or the withheld barrier's) */
+  struct zkw_buf held_reply;  /* the barrier's reply, withheld (ZKW_WITHHOLD) */
+  struct zkw_buf scratch;     /* a replaced frame on its way out */
+  bool held;                  /* the policy holds a client request (ZKW_HOLD) until zkw_session_resume */
+  bool processing;            /* inside process(): resume afterwards, not now */
   bool resume_pending;
 
   /* Moving the session to another server (zkw_move.h). */
@@ -152,7 +156,7 @@ struct zkw_session {
   void (*on_closing)(struct zkw_session *s);
   void (*on_upstream_lost)(struct zkw_session *s, int rc); /* a write met a socket error (zkw_pair.c) */
 
-  uint32_t keeper_slot; /* the client connection's slot (zkw_keeperlink.h), UINT32_MAX: none */
+  struct zkw_jref jr; /* its slot in the journal (zkw_journal.h), if it is durable */
 
   int handles; /* open handles and references; freed when it reaches 0 while closing */
   /* Then the policy's block of hooks->session_size bytes (zkw_session_policy). */
@@ -182,7 +186,9 @@ struct zkw_server {
    * that came back most recently (zkw_upstream.h). 0: never. */
   uint64_t up_lost_ms[ZKW_MAX_UPSTREAMS];
   uint64_t up_back_ms[ZKW_MAX_UPSTREAMS];
-  uint64_t rng; /* the move's random choice among the other servers */
+  uint64_t rng;    /* the move's random choice among the other servers */
+  uint32_t capped; /* sides not read because the buffers passed ZKWARDEN_MAX_BUFFERED_BYTES (zkw_pair.h) */
+  uv_timer_t cap_timer; /* while some are: looks again (buffers that drain elsewhere, the admin's) */
   bool stopping;
   int listener_closing; /* the listener's handles still closing (zkw_server_stop_accepting) */
   int reopen_fd;        /* zkw_server_resume_accepting while they close: the socket, or -1 */
@@ -192,6 +198,11 @@ struct zkw_server {
    * to the TLS ensemble. Its policy context is NULL (no identity, tag or
    * reclaim) and they do not keep the loop alive; the relay stops after the registry session is
    * closed (zkw_server_finish). */
+  struct zkw_journal *journal; /* what a successor needs (zkw_journal.h); NULL: nothing is durable */
+  /* A durable connection accepted, or closed: the keeper holds (or lets go
+   * of) a duplicate of its socket (zkw_keeperlink.h); NULL without one. */
+  int (*adopt)(struct zkw_server *srv, int fd, uint32_t *slot); /* 0: *slot its number */
+  void (*forget)(struct zkw_server *srv, uint32_t slot);
   bool internal;            /* this is the internal relay */
   struct zkw_server *relay; /* the main server's internal relay, or NULL */
   char listen_name[80];     /* ZKWARDEN_LISTEN as ip:port, for the config rewrite */

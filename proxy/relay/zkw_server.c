@@ -111,6 +111,11 @@ static int listener_init(struct zkw_server *srv) {
   uv_timer_init(srv->loop, &srv->accept_retry);
   srv->accept_retry.data = srv;
   uv_unref((uv_handle_t *)&srv->accept_retry);
+  if (!srv->cap_timer.loop) { /* the server's: it outlives a pause in accepting */
+    uv_timer_init(srv->loop, &srv->cap_timer);
+    srv->cap_timer.data = srv;
+    uv_unref((uv_handle_t *)&srv->cap_timer);
+  }
   return 0;
 }
 
@@ -137,7 +142,10 @@ static void listener_closed(uv_handle_t *h) {
   }
 }
 
-static void listen_close(struct zkw_server *srv) {
+/* Closes the listener (all: and the server's cap timer, at its end). */
+static void listen_close(struct zkw_server *srv, bool all) {
+  if (all && srv->cap_timer.loop && !uv_is_closing((uv_handle_t *)&srv->cap_timer))
+    uv_close((uv_handle_t *)&srv->cap_timer, NULL);
   if (srv->listener.loop && !uv_is_closing((uv_handle_t *)&srv->listener)) {
     srv->listener_closing++;
     uv_close((uv_handle_t *)&srv->listener, listener_closed);
@@ -201,7 +209,7 @@ static int relay_start(struct zkw_server *srv) {
   if (!rc) rc = uv_tcp_getsockname(&r->listener, (struct sockaddr *)&bound, &len);
   if (rc) {
     zkw_log_error("cannot start the internal relay on 127.0.0.1: %s", uv_strerror(rc));
-    listen_close(r);
+    listen_close(r, true);
     return rc;
   }
   uv_unref((uv_handle_t *)&r->listener); /* zkw_server_finish closes it */
@@ -240,7 +248,7 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
   if (rc) {
     zkw_log_error("cannot listen on %s%s: %s", where, fd >= 0 ? " (the inherited socket)" : "",
                   uv_strerror(rc));
-    listen_close(srv);
+    listen_close(srv, true);
     return rc;
   }
   uv_os_fd_t lfd;
@@ -261,7 +269,7 @@ int zkw_server_start(struct zkw_server *srv, uv_loop_t *loop, const struct zkw_c
 }
 
 void zkw_server_stop_accepting(struct zkw_server *srv) {
-  listen_close(srv);
+  listen_close(srv, false);
 }
 
 int zkw_server_resume_accepting(struct zkw_server *srv) {
@@ -281,7 +289,7 @@ int zkw_server_resume_accepting(struct zkw_server *srv) {
 void zkw_server_stop(struct zkw_server *srv) {
   if (!srv->stopping) {
     srv->stopping = true;
-    listen_close(srv);
+    listen_close(srv, true);
     if (!srv->internal) {
       zkw_tls_stop();
       if (srv->hooks && srv->hooks->on_stop) srv->hooks->on_stop(srv->policy);

@@ -15,14 +15,15 @@
 
 #include "zkw_codec.h"
 #include "zkw_inband.h"
-#include "zkw_keeperlink.h"
 #include "zkw_metrics.h"
 #include "zkw_move.h"
+#include "zkw_mutate.h"
 #include "zkw_pair.h"
 #include "zkw_replies.h"
 #include "zkw_text.h"
 #include "zkw_tls.h"
 #include "zkw_upstream.h"
+#include "zkw_journal.h"
 
 /* Monotonic ns of the last byte read from an upstream server (0: never). */
 static uint64_t upstream_seen_ns;
@@ -34,6 +35,10 @@ uint64_t zkw_session_upstream_seen_ns(void) {
 static void process(struct zkw_side *side);
 static void upstream_ready(struct zkw_session *s);
 
+/* The opcode a ping passed ahead of the frames it waited behind is marked
+ * with in the client's buffer (pass_pings; no client sends it). */
+#define PASSED_PING 0x7ffffffe
+
 /* The client gave up on a session whose upstream had gone silent with a
  * request or ping outstanding for half the session timeout (a client's read
  * timeout is two thirds of it): the server is likely paused or cut off, so
@@ -41,7 +46,8 @@ static void upstream_ready(struct zkw_session *s);
  * would direct. */
 static void suspect_silent_upstream(struct zkw_session *s) {
   if (s->phase != ZKW_PHASE_ACTIVE || s->close_sent || !s->upstream.connected || s->timeout <= 0) return;
-  if ((!s->pings && !s->pending.count) || s->upstream.paused) return; /* not reading it: not its silence */
+  if ((!s->pings && !s->pending.count) || s->upstream.paused || s->upstream.capped)
+    return; /* not reading it: not its silence */
   uint64_t silent = uv_now(s->srv->loop) - s->up_last_read_ms;
   if (silent < (uint64_t)s->timeout / 2) return;
   zkw_upstream_suspect(s, (uint64_t)s->timeout);
@@ -97,7 +103,10 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     s->up_last_read_ms = uv_now(s->srv->loop);
     process(side); /* what came before a close_notify too */
   } else if (nread > 0) {
-    if (side == &s->upstream) s->up_last_read_ms = uv_now(s->srv->loop);
+    if (side == &s->upstream)
+      s->up_last_read_ms = uv_now(s->srv->loop);
+    else /* logged before it is handled (zkw_journal.h) */
+      zkw_journal_client_read(s, side->in.data + side->in.len, (size_t)nread);
     side->in.len += (size_t)nread;
     process(side);
   }
@@ -165,7 +174,7 @@ static uint32_t upstream_handshake_ms(const struct zkw_session *s, const uint8_t
  * checks (reserved xids, pings, auth), then the policy's verdict
  * (zkw_hooks.h: forward, replace with s->scratch, drop, hold; a barrier).
  * Returns the verdict, or a negative codec status. */
-static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t flen) {
+static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t flen, uint64_t end) {
   const uint8_t *body = frame + 4;
   size_t len = flen - 4;
   if (s->phase == ZKW_PHASE_HANDSHAKE) {
@@ -174,6 +183,9 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     uv_timer_start(&s->timer, upstream_handshake_timeout_cb, s->up_handshake_ms, 0);
     return ZKW_FORWARD;
   }
+  if (len == ZKW_MIN_REQUEST && (int32_t)zkw_load_be32(body) == ZKW_XID_PING &&
+      (int32_t)zkw_load_be32(body + 4) == PASSED_PING)
+    return ZKW_DROP; /* a ping pass_pings sent on already */
   struct zkw_request req;
   int rc = zkw_decode_request(body, len, &req);
   if (rc) {
@@ -193,6 +205,7 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     if (req.type != ZKW_OP_AUTH) goto reserved;
     zkw_metrics_request(req.type);
     zkw_move_keep_auth(s, frame, flen);
+    zkw_journal_session(s); /* the auth packets a successor replays */
     s->auths++;
     return ZKW_FORWARD;
   }
@@ -205,19 +218,26 @@ static int on_client_frame(struct zkw_session *s, const uint8_t *frame, size_t f
     if ((action & ZKW_VERDICT_MASK) == ZKW_DROP) return ZKW_DROP;
   }
   uint8_t pflags = action & ZKW_MARK ? ZKW_PENDING_MARK : 0;
-  if (action & ZKW_BARRIER) {
-    pflags |= ZKW_PENDING_BARRIER;
+  if (action & (ZKW_KEEP | ZKW_BARRIER)) {
+    pflags |= ZKW_PENDING_KEPT | (action & ZKW_BARRIER ? ZKW_PENDING_BARRIER : 0);
     rc = (action & ZKW_VERDICT_MASK) == ZKW_REPLACE
-             ? zkw_replies_barrier_request(s, s->scratch.data, s->scratch.len)
-             : zkw_replies_barrier_request(s, frame, flen);
+             ? zkw_replies_keep_request(s, s->scratch.data, s->scratch.len)
+             : zkw_replies_keep_request(s, frame, flen);
     if (rc) return rc;
   }
   action &= ZKW_VERDICT_MASK;
   zkw_metrics_request(req.type);
+  if (req.type == ZKW_OP_CLOSE_SESSION || req.type == ZKW_OP_SASL) zkw_journal_not_durable(s);
   if (req.type == ZKW_OP_CLOSE_SESSION) s->close_sent = true;
   if (req.type == ZKW_OP_SASL) s->sasl = true;
   if (zkw_pending_push_flags(&s->pending, req.xid, req.type, pflags)) return ZKW_E_NOSPACE;
+  zkw_journal_pushed(s, req.xid, req.type, pflags, false, end);
   zkw_watches_request(&s->watches, &req);
+  zkw_mutate_request(s, &req, frame, flen);
+  if (pflags & ZKW_PENDING_BARRIER) { /* the client's next request waits for its answer */
+    s->barrier_wait = true;
+    s->barrier_wait_counted = false;
+  }
   return action;
 reserved:
   zkw_slog(s, ZKW_LOG_WARN, "bad request from client: xid %d is reserved and cannot carry %s", req.xid,
@@ -280,6 +300,8 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
     len = corrupt(len, "auth");
   } else if (xid != ZKW_XID_NOTIFICATION) {
     int32_t expected;
+    if (s->pending.count && zkw_pending_at(&s->pending, 0).xid != xid)
+      zkw_journal_not_durable(s); /* an auth or SASL reply overtook: not kept in order */
     if (zkw_pending_match(&s->pending, xid, &op, &expected) != 0) {
       if (s->pending.count)
         zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d out of order, expected xid %d (%s)", xid,
@@ -288,6 +310,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
         goto unmatched;
       return ZKW_E_VALUE;
     }
+    s->jr.popped++;
     if (s->pending.last_owned) { /* zkwarden's own request: consumed, never forwarded */
       rc = zkw_inband_reply(s, s->pending.last_owned, body, corrupt(len, "in-band"), op);
       return rc < 0 ? rc : ZKW_DROP;
@@ -298,7 +321,7 @@ static int on_upstream_frame(struct zkw_session *s, const uint8_t *frame, size_t
   } else {
     len = corrupt(len, "notification");
   }
-  return zkw_replies_take(s, frame, flen, len, op, pflags);
+  return zkw_mutate_reply(s, frame, flen, op, zkw_replies_take(s, frame, flen, len, op, pflags));
 unmatched:
   zkw_slog(s, ZKW_LOG_WARN, "bad reply from upstream: xid %d answers no outstanding request", xid);
   return ZKW_E_VALUE;
@@ -317,6 +340,7 @@ static void client_hello(struct zkw_session *s) {
   if (word) {
     zkw_slog(s, ZKW_LOG_DEBUG, "four-letter word '%s': relaying raw", word);
     s->phase = ZKW_PHASE_RAW;
+    zkw_journal_not_durable(s);
   } else {
     int rc = zkw_frame_next(side->in.data, side->in.len, ZKW_CONNECT_REQ_MIN, ZKW_CONNECT_REQ_MAX, &flen);
     if (rc == ZKW_AGAIN) return;
@@ -401,14 +425,23 @@ static int forward_scratch(struct zkw_side *side) {
  * out the client's read timeout (two thirds of the session timeout). Also
  * bounds what a waiting client has read. Returns 0, or -1 (closed). */
 #define WAITING_READ_MAX (64 * 1024)
+
 static int pass_pings(struct zkw_side *side, size_t from) {
   struct zkw_session *s = side->s;
   size_t off = from, flen;
   while (zkw_frame_next(side->in.data + off, side->in.len - off, ZKW_MIN_REQUEST, s->srv->cfg->max_frame,
                         &flen) == ZKW_OK) {
     const uint8_t *body = side->in.data + off + 4;
-    if (flen != 4 + ZKW_MIN_REQUEST || (int32_t)zkw_load_be32(body) != ZKW_XID_PING ||
-        (int32_t)zkw_load_be32(body + 4) != ZKW_OP_PING) {
+    bool ping = flen == 4 + ZKW_MIN_REQUEST && (int32_t)zkw_load_be32(body) == ZKW_XID_PING;
+    if (ping && (int32_t)zkw_load_be32(body + 4) == PASSED_PING) {
+      off += flen;
+      continue;
+    }
+    if (!ping || (int32_t)zkw_load_be32(body + 4) != ZKW_OP_PING) {
+      if (s->barrier_wait && !s->held && !s->barrier_wait_counted) { /* a request waits behind a barrier */
+        s->barrier_wait_counted = true;
+        ZKW_METRIC_INC(barrier_waits);
+      }
       off += flen;
       continue;
     }
@@ -420,8 +453,10 @@ static int pass_pings(struct zkw_side *side, size_t from) {
     zkw_metrics_request(ZKW_OP_PING);
     zkw_metrics_bytes(true, flen);
     s->pings++;
-    memmove(side->in.data + off, side->in.data + off + flen, side->in.len - off - flen);
-    side->in.len -= flen;
+    /* Marked as passed, left in place: the client stream keeps its offsets
+     * (zkw_journal.h); the frame loop drops it when it gets there. */
+    zkw_store_be32(side->in.data + off + 8, (uint32_t)PASSED_PING);
+    off += flen;
   }
   if (side->in.len - from > WAITING_READ_MAX) {
     side->paused = true;
@@ -459,7 +494,7 @@ static void process_side(struct zkw_side *side) {
     off = side->in.len;
   } else {
     while (s->phase != ZKW_PHASE_CLOSING) {
-      if (from_client && s->held) { /* frames behind a held request wait */
+      if (from_client && (s->held || s->barrier_wait)) { /* frames behind a held request or a barrier wait */
         if (forward_run(side, run, off)) return;
         run = off;
         if (pass_pings(side, off)) return;
@@ -471,7 +506,7 @@ static void process_side(struct zkw_side *side) {
       int rc = zkw_frame_next(side->in.data + off, side->in.len - off, min, max, &flen);
       if (rc == ZKW_AGAIN) break;
       if (rc == ZKW_OK)
-        rc = from_client ? on_client_frame(s, side->in.data + off, flen)
+        rc = from_client ? on_client_frame(s, side->in.data + off, flen, s->jr.in_base + off + flen)
                          : on_upstream_frame(s, side->in.data + off, flen);
       if (rc < 0) {
         /* The good frames before the bad one were matched and counted: they
@@ -492,26 +527,34 @@ static void process_side(struct zkw_side *side) {
         s->held = true;
         continue; /* to the pings behind it */
       }
+      /* What a successor needs, before anything is written (zkw_journal.h). */
+      if (from_client)
+        zkw_journal_client_handled(s, s->jr.in_base + off + flen);
+      else if (rc == ZKW_FORWARD)
+        zkw_journal_to_client(s, side->in.data + off, flen, s->jr.popped);
+      else if (rc == ZKW_REPLACE)
+        zkw_journal_to_client(s, s->scratch.data, s->scratch.len, s->jr.popped);
+      else
+        zkw_journal_consumed(s, s->jr.popped);
       if (rc == ZKW_REPLACE || rc == ZKW_DROP) {
         if (forward_run(side, run, off)) return;
         if (rc == ZKW_REPLACE && forward_scratch(side)) return;
         run = off + flen;
       }
       off += flen;
-      if (s->flush_due) { /* a withheld lock request is answered: what was held behind it goes now */
-        if (forward_run(side, run, off)) return;
-        run = off;
-        if (zkw_replies_flush(s)) return;
-      }
     }
   }
   if (s->phase == ZKW_PHASE_CLOSING) return;
   if (forward_run(side, run, off)) return;
-  if (off) zkw_buf_consume(&side->in, off);
+  if (off) {
+    zkw_buf_consume(&side->in, off);
+    if (from_client) s->jr.in_base += off;
+  }
   if (zkw_side_unsent(peer) > ZKW_HIGH_WATER) {
     side->paused = true;
     zkw_side_stop_reading(side);
   }
+  zkw_side_check_cap(side);
 }
 
 /* Processes a side, and both sides again whenever a hold was lifted
@@ -603,7 +646,6 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   s->on_closing = session_closing;
   s->on_upstream_lost = upstream_lost;
   s->resume = zkw_session_resume;
-  s->keeper_slot = UINT32_MAX;
   zkw_pending_init(&s->pending);
   uv_tcp_init(srv->loop, &s->client.tcp);
   s->client.tcp.data = &s->client;
@@ -621,6 +663,19 @@ struct zkw_session *zkw_session_new(struct zkw_server *srv) {
   return s;
 }
 
+/* A slot of the journal for a connection just accepted (zkw_journal.h),
+ * numbered by the keeper link, which holds a duplicate of its socket; none
+ * left: the connection is served, not durable. */
+static void make_durable(struct zkw_session *s) {
+  struct zkw_server *srv = s->srv;
+  uint32_t slot = UINT32_MAX;
+  uv_os_fd_t fd;
+  if (srv->adopt && (uv_fileno((uv_handle_t *)&s->client.tcp, &fd) != 0 || srv->adopt(srv, fd, &slot) != 0))
+    return;
+  if (zkw_journal_take(srv->journal, s, slot) < 0 && slot != UINT32_MAX && srv->forget)
+    srv->forget(srv, slot);
+}
+
 int zkw_session_accept(struct zkw_server *srv) {
   struct zkw_session *s = zkw_session_new(srv);
   if (!s) return UV_ENOMEM;
@@ -630,6 +685,7 @@ int zkw_session_accept(struct zkw_server *srv) {
     return rc;
   }
   s->client.connected = true;
+  if (!srv->internal && srv->journal) make_durable(s);
   if (srv->internal) {
     /* zkwarden's own session through the internal relay: not a client. */
     uv_unref((uv_handle_t *)&s->client.tcp);
@@ -637,8 +693,6 @@ int zkw_session_accept(struct zkw_server *srv) {
     uv_unref((uv_handle_t *)&s->guard);
   } else {
     ZKW_METRIC_INC(connections_accepted);
-    uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&s->client.tcp, &fd) == 0) zkw_keeperlink_adopt(fd, &s->keeper_slot);
   }
   uv_tcp_nodelay(&s->client.tcp, 1);
   format_peer(&s->client.tcp, s->peer, sizeof s->peer);

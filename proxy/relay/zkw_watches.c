@@ -66,6 +66,7 @@ static int grow(struct zkw_watches *w) {
 
 static void add(struct zkw_watches *w, const char *path, size_t len, uint8_t kinds) {
   if (!kinds || w->lost) return;
+  w->gen++;
   if (grow(w)) {
     w->lost = true;
     return;
@@ -91,7 +92,8 @@ static void drop(struct zkw_watches *w, const char *path, size_t len, uint8_t ki
   if (!w->bucket) return;
   struct zkw_watch **pp = slot(w, path, len, hash_path(path, len));
   struct zkw_watch *e = *pp;
-  if (!e) return;
+  if (!e || !(e->kinds & kinds)) return;
+  w->gen++;
   e->kinds &= (uint8_t)~kinds;
   if (e->kinds) return;
   *pp = e->next;
@@ -288,6 +290,19 @@ int zkw_watches_encode(const struct zkw_watches *w, int64_t relative_zxid, struc
     out->len += len;
   }
   return frames;
+}
+
+int zkw_watches_load(struct zkw_watches *w, const uint8_t *frames, size_t len) {
+  for (size_t off = 0; off + 4 <= len;) {
+    size_t n = 4 + (size_t)zkw_load_be32(frames + off);
+    struct zkw_request req;
+    if (n < 12 || n > len - off || zkw_decode_request(frames + off + 4, n - 4, &req) != ZKW_OK ||
+        (req.type != ZKW_OP_SET_WATCHES && req.type != ZKW_OP_SET_WATCHES2))
+      return -1;
+    add_set_watches(w, &req.op, req.type == ZKW_OP_SET_WATCHES2 ? 5 : 3);
+    off += n;
+  }
+  return w->lost ? -1 : 0;
 }
 
 void zkw_watches_free(struct zkw_watches *w) {

@@ -37,6 +37,7 @@ struct zkw_watches {
   uint32_t count;                            /* paths with at least one kind */
   struct zkw_armed *armed_head, *armed_tail; /* watch requests awaiting their reply, in order */
   bool lost;                                 /* an allocation failed: the table is incomplete */
+  uint32_t gen;                              /* bumped by every change of the table (zkw_journal.c) */
 };
 
 /* A request the client sent upstream. Cheap unless it sets or removes a watch. */
@@ -52,6 +53,10 @@ void zkw_watches_lost_replies(struct zkw_watches *w);
  * Java client sends them. Returns the number of frames (0 without watches),
  * or -ENOMEM. */
 int zkw_watches_encode(const struct zkw_watches *w, int64_t relative_zxid, struct zkw_buf *out)
+    __attribute__((warn_unused_result));
+/* Loads setWatches frames (zkw_watches_encode's) into the table. Returns 0,
+ * or -1 (a frame that does not decode, or out of memory). */
+int zkw_watches_load(struct zkw_watches *w, const uint8_t *frames, size_t len)
     __attribute__((warn_unused_result));
 /* The kinds kept for a path (0: none). */
 unsigned zkw_watches_kinds(const struct zkw_watches *w, const char *path, size_t len);

@@ -16,6 +16,7 @@
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
 #include "zkw_session.h"
+#include "zkw_journal.h"
 
 /* A new session within this time after a superseded client came back alive
  * is a conflict. */
@@ -165,11 +166,41 @@ static void adopt_sessions(struct zkw_identity *id) {
 
 /* ---- start and stop ---- */
 
+/* What a successor process needs to go on as this identity (zkw_journal.h):
+ * the registry session to re-attach (so the identity stays owned: no wait
+ * for it to expire), and this instance's name. */
+struct kept_process {
+  char identity[256];
+  char instance[40];
+  int64_t registry_session;
+  uint8_t registry_passwd[16];
+};
+
+static void keep_for_successor(struct zkw_identity *id) {
+  struct kept_process k = {0};
+  if (!id->srv->journal || !zkw_zk_client_id(id->zk, &k.registry_session, k.registry_passwd)) return;
+  snprintf(k.identity, sizeof k.identity, "%s", zkw_identity_name(id));
+  snprintf(k.instance, sizeof k.instance, "%s", id->instance);
+  int rc = zkw_journal_save_process(id->srv->journal, &k, sizeof k);
+  memset(&k, 0, sizeof k);
+  if (rc)
+    zkw_log_warn("identity %s: cannot keep the registry session for a successor: %s", zkw_identity_name(id),
+                 strerror(-rc));
+}
+
+/* What a predecessor kept for this identity: true and k filled, or false. */
+static bool kept_by_predecessor(const struct zkw_identity *id, struct kept_process *k) {
+  if (zkw_journal_load_process(id->srv->journal, k, sizeof *k) != sizeof *k) return false;
+  k->identity[sizeof k->identity - 1] = k->instance[sizeof k->instance - 1] = 0;
+  return strcmp(k->identity, zkw_identity_name(id)) == 0 && k->registry_session;
+}
+
 static void on_registry_event(void *arg, int type, int state, const char *path) {
   struct zkw_identity *id = arg;
   if (id->stopping) return;
   if (type == ZOO_SESSION_EVENT) {
     if (state == ZOO_CONNECTED_STATE) {
+      keep_for_successor(id);
       if (id->state != ZKW_REG_OWNER)
         zkw_registry_claim(id);
       else if (!id->rec_loaded)
@@ -201,8 +232,15 @@ static void open_registry(uv_timer_t *t) {
   const struct zkw_config *cfg = id->srv->cfg;
   char hosts[4096];
   zkw_config_upstream_list(cfg, hosts, sizeof hosts);
-  int rc = zkw_zk_open(&id->zk, id->srv->loop, hosts, ZKW_REGISTRY_SESSION_MS,
-                       cfg->registry_auth[0] ? cfg->registry_auth : NULL, on_registry_event, id);
+  struct kept_process k;
+  bool resume = kept_by_predecessor(id, &k);
+  int rc = zkw_zk_open_resumed(&id->zk, id->srv->loop, hosts, ZKW_REGISTRY_SESSION_MS,
+                               cfg->registry_auth[0] ? cfg->registry_auth : NULL, on_registry_event, id,
+                               resume ? k.registry_session : 0, resume ? k.registry_passwd : NULL);
+  if (resume)
+    zkw_log_info("identity %s: re-attaching registry session 0x%" PRIx64 " of the previous process",
+                 cfg->identity, (uint64_t)k.registry_session);
+  memset(&k, 0, sizeof k);
   if (rc == 0) {
     id->open_retry_ms = 0;
     return;
@@ -221,6 +259,7 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
   memset(id, 0, sizeof *id);
   id->srv = srv;
   id->on_record_loaded = record_loaded;
+  id->on_trust = zkw_registry_flush_dead;
   if (cfg->relay_only) {
     id->disabled = true;
     zkw_log_info("ZKWARDEN_MODE=relay: a plain proxy, without identity, tags, fencing or reclaim");
@@ -232,9 +271,15 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
                  "and counted in zkwarden_would_actions_total");
   id->rec_version = -1;
   zkw_registry_set_state(id, ZKW_REG_CONNECTING, "registry session connecting");
-  uuid_t u;
-  uuid_generate(u);
-  uuid_unparse_lower(u, id->instance);
+  struct kept_process k;
+  if (kept_by_predecessor(id, &k)) { /* the same instance goes on */
+    snprintf(id->instance, sizeof id->instance, "%s", k.instance);
+  } else {
+    uuid_t u;
+    uuid_generate(u);
+    uuid_unparse_lower(u, id->instance);
+  }
+  memset(&k, 0, sizeof k);
   snprintf(id->root_identities, sizeof id->root_identities, "%s/identities", cfg->registry_root);
   snprintf(id->node, sizeof id->node, "%s/%s", id->root_identities, cfg->identity);
   snprintf(id->owner_node, sizeof id->owner_node, "%s/owner", id->node);

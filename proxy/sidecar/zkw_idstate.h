@@ -14,6 +14,7 @@
 #include "zkw_codec.h"
 #include "zkw_fence.h"
 #include "zkw_record.h"
+#include "zkw_regtrust.h"
 #include "zkw_relay.h"
 #include "zkw_scope.h"
 #include "zkw_server.h"
@@ -35,6 +36,7 @@ enum zkw_reg_state {
 };
 
 struct zkw_orphan;
+struct zkw_reclaim;
 
 #define ZKW_SUPERSEDED_KEPT 8
 
@@ -55,6 +57,9 @@ struct zkw_sc_session {
   int32_t jm_xid;     /* observe mode: the request that began the incarnation, until its reply */
   bool silent_server; /* observe mode: its server went silent (a move not made), and has not answered since */
   bool would_moved;   /* observe mode: the move not made is reported (once per connection) */
+  struct zkw_reclaim *reclaims; /* reclaims at create of its locks under way (zkw_reclaim.c) */
+  uint64_t saved_incarnation;   /* what the journal holds for a successor (zkw_sidecar.c) */
+  bool saved_conflict;
 };
 
 static inline struct zkw_sc_session *zkw_sc(struct zkw_session *s) {
@@ -72,6 +77,9 @@ struct zkw_identity {
   /* A new incarnation began (its record is written): zkw_sidecar.c starts a
    * sweep soon. */
   void (*on_incarnation)(struct zkw_identity *id);
+  /* zkw_regacl.c judged the record, or made an ACL zkwarden-only: what the
+   * record must now hold is written (zkw_registry_flush_dead). */
+  void (*on_trust)(struct zkw_identity *id);
   bool disabled;          /* ZKWARDEN_MODE=relay */
   struct zkw_zk *zk;      /* NULL until the registry session opened */
   uint32_t open_retry_ms; /* delay before opening it again, after a failure */
@@ -93,14 +101,37 @@ struct zkw_identity {
   bool checking;          /* a check is in flight */
   unsigned check_gen;     /* write_gen when it was sent */
   bool corrupt_logged;    /* the corrupt record was reported (once, not at every retry) */
-  /* Registry ACLs (at start and at each check): a world ACL on the record
-   * or owner node is made creator-only when ZKWARDEN_REGISTRY_AUTH is set. */
+  /* Registry ACLs and trust (zkw_regacl.c, at each load and each check):
+   * with ZKWARDEN_REGISTRY_AUTH the registry root, identities, the record
+   * and the owner node are made zkwarden-only; the record's content is
+   * trusted (zkw_regtrust.h) only as read under such ACLs. */
   bool acl_checking;     /* a pass is in flight */
-  int acl_step;          /* 0: the record node, 1: the owner node */
+  int acl_step;          /* enum in zkw_regacl.c: root, identities, record, owner */
   bool acl_readable;     /* this pass: a node anyone may read stays so */
   bool acl_warned;       /* the exposed nodes were reported (once) */
   bool acl_fix_failed;   /* a setACL failure was reported (once) */
   char acl_exposed[960]; /* this pass: the nodes made creator-only */
+  /* This pass: why a parent was not zkwarden-only when read ("": it was),
+   * and whether one stays so (not made zkwarden-only). */
+  char acl_pass_why[ZKW_REGTRUST_WHY_MAX + 320];
+  bool acl_parent_open;
+  /* The node being made zkwarden-only: who else could change it, and
+   * whether it was world-readable. */
+  char acl_fix_why[ZKW_REGTRUST_WHY_MAX];
+  bool acl_readable_node;
+  /* The last pass left root and identities zkwarden-only: other identities'
+   * records may be trusted (zkw_reclaim.c). */
+  bool parents_trusted;
+  /* The record content loaded last: its verdict, the Stat it was read with
+   * (the ACL judged must be of that node and ACL version), and whether it
+   * was read before zkwarden's own write after an ACL repair. */
+  enum zkw_trust record_trust;
+  struct Stat loaded_stat;
+  bool loaded_before_rewrite;
+  /* An ACL was made zkwarden-only: what was written before may be anyone's,
+   * so nothing read is trusted until zkwarden's next record write lands. */
+  bool rewrite_pending;
+  char record_why[ZKW_REGTRUST_WHY_MAX + 320]; /* why the record is not trusted now ("": it is) */
 
   uv_timer_t claim_timer; /* conflict bound while claiming; retry when broken */
   uv_timer_t fence_timer; /* bound on holding ConnectRequests while fencing */
@@ -153,9 +184,9 @@ struct zkw_identity {
   bool stopping;
   /* The identity's own trees (zkw_idtrees.h): learned from the creates of
    * incarnation scope_inc in this process; earlier incarnations' learned
-   * here (trusted); the record's (used while record_restricted). Earlier
-   * ones are retired once the current incarnation learned and walked.
-   * scope_dirty: the record does not hold them yet. */
+   * here (trusted); the record's (swept only while trusted:
+   * record_trust). Earlier ones are retired once the current incarnation
+   * learned and walked. scope_dirty: the record does not hold them yet. */
   struct zkw_scope scope;
   uint64_t scope_inc;
   struct zkw_scope prev_trees;
@@ -163,11 +194,6 @@ struct zkw_identity {
   bool rec_trees_warned; /* a record's trees were distrusted: said once at warn */
   bool scope_dirty;
   bool scope_full_logged; /* a tree could not be kept (the bound): said once per incarnation */
-  /* The record node was found creator-only (ZKWARDEN_REGISTRY_AUTH set, no
-   * world ACL) by an ACL pass (zkw_regacl.c): only then are dead sessions
-   * read from it, not seen ending by this process, trusted for deletes, and
-   * its trees read (zkw_idtrees.h). */
-  bool record_restricted;
 };
 
 static inline const char *zkw_identity_name(const struct zkw_identity *id) {

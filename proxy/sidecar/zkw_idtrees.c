@@ -44,15 +44,29 @@ int zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out)
   operator_trees(id, out);
   int left = add_all(out, roots_of(id), &id->scope);
   left += add_all(out, roots_of(id), &id->prev_trees);
-  if (id->record_restricted) left += add_all(out, roots_of(id), &id->rec_trees);
+  if (id->record_trust == ZKW_TRUST_TRUSTED) left += add_all(out, roots_of(id), &id->rec_trees);
   return left;
 }
 
-void zkw_idtrees_for_record(const struct zkw_identity *id, struct zkw_scope *out) {
+void zkw_identity_untrusted_trees(const struct zkw_identity *id, struct zkw_scope *out) {
+  out->count = 0;
+  if (id->record_trust != ZKW_TRUST_TRUSTED) (void)add_all(out, roots_of(id), &id->rec_trees);
+}
+
+/* What a record write carries; with_record: the record's trees whatever
+ * their verdict (to tell whether the record read lacks something). */
+static void for_record(const struct zkw_identity *id, struct zkw_scope *out, bool with_record) {
   out->count = 0;
   (void)add_all(out, roots_of(id), &id->scope);      /* at most ZKW_SCOPE_LEARNED_MAX: fits */
   (void)add_all(out, roots_of(id), &id->prev_trees); /* the rest: retired first, the oldest */
-  (void)add_all(out, roots_of(id), &id->rec_trees);
+  /* Not trusted: with credentials they are not carried on (a write of
+   * zkwarden's would make them look trusted); without, nothing read is. */
+  if (with_record || id->record_trust == ZKW_TRUST_TRUSTED || !id->srv->cfg->registry_auth[0])
+    (void)add_all(out, roots_of(id), &id->rec_trees);
+}
+
+void zkw_idtrees_for_record(const struct zkw_identity *id, struct zkw_scope *out) {
+  for_record(id, out, false);
 }
 
 static bool same_trees(const struct zkw_scope *a, const struct zkw_scope *b) {
@@ -76,7 +90,7 @@ bool zkw_idtrees_loaded(struct zkw_identity *id, const struct zkw_scope *trees) 
   }
   count(id);
   struct zkw_scope written;
-  zkw_idtrees_for_record(id, &written);
+  for_record(id, &written, true); /* what this instance adds; the verdict decides about the rest */
   return !same_trees(&written, trees);
 }
 
@@ -105,14 +119,14 @@ enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t curren
   return c;
 }
 
-/* Drops the trees of sc that a retire test picks; returns how many. */
-static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, const struct zkw_scope *serving) {
+/* Drops the trees of sc that a complete pass read (walked), and every one
+ * when untrusted (an untrusted record's, which is read by nothing); returns
+ * how many. A tree that found no room in the own trees was not read: it
+ * stays, and is read once the retired ones make room for it. */
+static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, bool untrusted) {
   int kept = 0, gone = 0;
   for (int i = 0; i < sc->count; i++) {
-    size_t n = strlen(sc->tree[i]);
-    /* Kept only while it serves and was not walked (it became usable
-     * during the walk). */
-    if (zkw_scope_covers(serving, sc->tree[i], n) && !zkw_scope_covers(walked, sc->tree[i], n)) {
+    if (!untrusted && !zkw_scope_covers(walked, sc->tree[i], strlen(sc->tree[i]))) {
       if (kept != i) memcpy(sc->tree[kept], sc->tree[i], ZKW_SCOPE_PATH_MAX);
       kept++;
     } else {
@@ -128,40 +142,26 @@ int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const stru
   struct zkw_scope op;
   operator_trees(id, &op);
   if (id->scope.count == 0 && op.count == 0) return 0; /* the incarnation's own trees are not known yet */
-  struct zkw_scope serving;
-  (void)zkw_identity_own_trees(id, &serving);
-  int gone = retire(&id->prev_trees, walked, &serving) + retire(&id->rec_trees, walked, &serving);
+  /* An untrusted record's trees are read by nothing: retired with the
+   * first complete pass; a pending verdict leaves them as they are. */
+  int gone = retire(&id->prev_trees, walked, false);
+  if (id->record_trust != ZKW_TRUST_PENDING)
+    gone += retire(&id->rec_trees, walked, id->record_trust == ZKW_TRUST_UNTRUSTED);
   if (gone) count(id);
   return gone;
 }
 
-bool zkw_idtrees_forget_record(struct zkw_identity *id) {
-  if (id->rec_trees.count == 0) return false;
-  zkw_log_info("identity %s: registry record %s is gone: the trees read from it are forgotten",
-               zkw_identity_name(id), id->node);
-  id->rec_trees.count = 0;
+bool zkw_idtrees_judged(struct zkw_identity *id, const char *why) {
   count(id);
-  return true;
-}
-
-bool zkw_idtrees_distrust(struct zkw_identity *id) {
-  if (id->record_restricted || id->rec_trees.count == 0) return false;
+  if (id->rec_trees.count == 0) return false;
+  if (!why) return true; /* held back from writes while not judged */
   char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
   zkw_scope_format(&id->rec_trees, trees, sizeof trees);
-  if (id->rec_trees_warned) {
-    zkw_log_info(
-        "identity %s: registry record %s is still not creator-only: its trees %s are forgotten again",
-        zkw_identity_name(id), id->node, trees);
-  } else {
-    zkw_log_warn(
-        "identity %s: the trees %s read from registry record %s are not read by the sweep or the lock "
-        "report, and are forgotten: the record is not creator-only (%s), so anyone could have "
-        "written them. The trees the JobManager's creates show, and ZKWARDEN_SWEEP_TREES, are read",
-        zkw_identity_name(id), trees, id->node,
-        id->srv->cfg->registry_auth[0] ? "it has a world ACL" : "ZKWARDEN_REGISTRY_AUTH is unset");
-    id->rec_trees_warned = true;
-  }
-  id->rec_trees.count = 0;
-  count(id);
-  return true;
+  zkw_log(id->rec_trees_warned ? ZKW_LOG_INFO : ZKW_LOG_WARN,
+          "identity %s: the trees %s read from registry record %s are not swept: the record is not trusted "
+          "(%s), so anyone could have written them. The lock report shows them, marked untrusted; the trees "
+          "the JobManager's creates show, and ZKWARDEN_SWEEP_TREES, are swept",
+          zkw_identity_name(id), trees, id->node, why);
+  id->rec_trees_warned = true;
+  return id->srv->cfg->registry_auth[0] != 0; /* with credentials no write carries them on */
 }

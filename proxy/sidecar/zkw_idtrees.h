@@ -6,12 +6,15 @@
  * dropped; what the JobManager creates below them is not learned and takes
  * no room); the current incarnation's, learned from its creates in this
  * process; and those of earlier incarnations: learned here before the
- * current one began (trusted), or read from the registry record (used only
- * while the record is creator-only: anyone may write a record with a world
- * ACL, and a forged tree=/flink/other-cluster would have the sweep read
- * another cluster). Earlier incarnations' trees serve until the current
- * incarnation has learned a tree of its own and a pass of it walked the
- * older ones whole (its stale locks lie there): then they are retired, and
+ * current one began (trusted), or read from the registry record (swept only
+ * once the record is judged trusted, zkw_regtrust.h: a record someone else
+ * can write could name another cluster's tree). A record's trees not
+ * trusted are shown by the lock report, marked so, and never swept; with
+ * credentials no write carries them on (without, nothing read from the
+ * registry is ever trusted, and they are carried on for the lock report
+ * until they retire). Earlier incarnations' trees serve until the current
+ * incarnation has learned a tree of its own and a complete pass of it read
+ * the older ones (its stale locks lie there): then they are retired, and
  * the record keeps the current incarnation's alone. So a cluster-id change
  * leaves no tree behind for good, and the current incarnation's trees
  * always have room.
@@ -29,10 +32,13 @@
 
 struct zkw_identity;
 
-/* The own trees now, in precedence. Returns how many trees of earlier
- * incarnations found no room (ZKW_SCOPE_TREES_MAX; the operator's and the
- * current incarnation's always fit). */
+/* The own trees now, in precedence: what the sweep reads. Returns how many
+ * trees of earlier incarnations found no room (ZKW_SCOPE_TREES_MAX; the
+ * operator's and the current incarnation's always fit). */
 int zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out);
+/* The record's trees that are not trusted (not judged yet, or judged not
+ * trusted): the lock report reads them too, marked so; never swept. */
+void zkw_identity_untrusted_trees(const struct zkw_identity *id, struct zkw_scope *out);
 /* What a record write carries: the current incarnation's trees, then the
  * earlier ones not yet retired (the operator's are configuration). */
 void zkw_idtrees_for_record(const struct zkw_identity *id, struct zkw_scope *out);
@@ -45,17 +51,16 @@ bool zkw_idtrees_loaded(struct zkw_identity *id, const struct zkw_scope *trees);
  * unless an operator's tree covers it. The first tree of a new incarnation
  * moves the last one's to the earlier ones. */
 enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path);
-/* A pass of incarnation `incarnation` (the current one) walked `walked`
- * whole: if the current incarnation has learned a tree, the earlier trees it
- * walked, and those that no longer serve (no room, an untrusted record's),
- * are retired. Returns the number retired (a write is due when > 0). */
+/* A complete pass of incarnation `incarnation` (the current one) over
+ * `walked` (a walk of every tree, and every node it left read since:
+ * zkw_sweep.c): if the current incarnation has learned a tree, the earlier
+ * trees it read, and an untrusted record's, are retired; one that found no
+ * room (not read) stays until a pass reads it. Returns the number retired (a
+ * write is due when > 0). */
 int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked);
-/* The record node is not creator-only (zkw_regacl.c's pass): its trees are
- * not used, and are forgotten (so that no write carries them on), said once
- * at warn. Returns true if any were forgotten (a write is due). */
-bool zkw_idtrees_distrust(struct zkw_identity *id);
-/* The record read is gone when its ACL is checked: its trees, whoever wrote
- * them, are forgotten. Returns true when there were any. */
-bool zkw_idtrees_forget_record(struct zkw_identity *id);
+/* The record loaded last was judged (zkw_regacl.c): trusted (why NULL), its
+ * trees are swept; else not, said once at warn. Returns true if a write is
+ * due (what the record holds changes). */
+bool zkw_idtrees_judged(struct zkw_identity *id, const char *why);
 
 #endif

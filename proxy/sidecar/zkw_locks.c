@@ -1,5 +1,6 @@
-/* zkw_locks.c: the lock report: the walk over the lock roots, the verdicts
- * and their renderings (table, JSON, HTML summary). */
+/* zkw_locks.c: the lock report: the walk over the lock roots (and the
+ * registry's records and ACLs), the verdicts, and how far they are trusted.
+ * The renderings are zkw_locksrender.c. */
 #include "zkw_fault.h"
 #include "zkw_locks.h"
 
@@ -11,14 +12,16 @@
 #include <uv.h>
 
 #include "zkw_record.h"
-#include "zkw_text.h"
 
-enum item_kind { LIST_DIR, GET_LOCK, LIST_REGISTRY, GET_RECORD };
+enum item_kind { LIST_DIR, GET_LOCK, LIST_REGISTRY, GET_RECORD, GET_ACL };
+
+/* GET_ACL of the registry's parents (else of an identity's record). */
+#define ACL_PARENT (-2)
 
 struct item {
   enum item_kind kind;
   char *path;
-  int id; /* GET_RECORD: the identity */
+  int id; /* GET_RECORD, GET_ACL: the identity (ACL_PARENT: a registry parent) */
 };
 
 struct zkw_locks_walk {
@@ -32,6 +35,7 @@ struct zkw_locks_walk {
   int inflight;
   int last_id; /* the identity found last (locks come in runs of one identity) */
   char reg_ids[300];
+  struct zkw_lock_roots trusted, untrusted; /* the paths walked, by their source */
   uint64_t start_ns;
 };
 
@@ -108,6 +112,7 @@ static int identity_index(struct zkw_locks_walk *w, const char *name) {
   id->record = "not read";
   w->last_id = (int)r->nids++;
   (void)push(w, GET_RECORD, join(w->reg_ids, name), w->last_id);
+  if (r->have_auth) (void)push(w, GET_ACL, join(w->reg_ids, name), w->last_id); /* else nothing is trusted */
   return w->last_id;
 }
 
@@ -167,10 +172,28 @@ static void record_read(struct zkw_locks_walk *w, int id, const struct zkw_zk_re
   } else {
     e->current = rec.incarnation;
     e->record = "ok";
+    e->rec_stat = res->stat;
     e->ndead = rec.ndead;
     memcpy(e->dead, rec.dead_sessions, sizeof e->dead);
   }
   memset(&rec, 0, sizeof rec); /* it holds the session password */
+}
+
+/* A record's ACL (id >= 0) or a registry parent's: who else can change it. */
+static void acl_read(struct zkw_locks_walk *w, const struct item *it, const struct zkw_zk_result *res) {
+  struct zkw_locks_report *r = w->rep;
+  char buf[ZKW_REGTRUST_WHY_MAX];
+  const char *why = zkw_regtrust_why(res, r->have_auth, buf, sizeof buf);
+  if (it->id == ACL_PARENT) {
+    if (why && !r->registry_trust[0])
+      snprintf(r->registry_trust, sizeof r->registry_trust, "the registry node %.300s: %.199s", it->path,
+               why);
+    return;
+  }
+  struct zkw_locks_identity *e = &r->ids[it->id];
+  e->acl_read = res->rc == ZOK;
+  e->acl_stat = res->stat;
+  snprintf(e->trust, sizeof e->trust, "%s", why ? why : "");
 }
 
 static void children_read(struct zkw_locks_walk *w, struct item *it, const struct zkw_zk_result *res) {
@@ -201,6 +224,8 @@ static void op_done(void *arg, const struct zkw_zk_result *res) {
   w->inflight--;
   if (it.kind == GET_RECORD) {
     record_read(w, it.id, res);
+  } else if (it.kind == GET_ACL) {
+    acl_read(w, &it, res);
   } else if (res->rc == ZNONODE) {
     /* gone meanwhile, or a lock root that does not exist */
   } else if (res->rc != ZOK) {
@@ -261,11 +286,49 @@ static int by_state(const void *x, const void *y) {
   return c ? c : strcmp(a->path, b->path);
 }
 
+static const char UNDER_UNTRUSTED[] = "found under a tree read from a registry record that is not trusted";
+static const char ON_UNTRUSTED[] =
+    "its verdict rests on its identity's registry record, which is not trusted";
+
+/* Whether each identity's record is trusted (zkw_regtrust.h). */
+static void judge_records(struct zkw_locks_report *r) {
+  for (size_t k = 0; k < r->nids; k++) {
+    struct zkw_locks_identity *id = &r->ids[k];
+    const char *why = NULL;
+    if (!r->have_auth)
+      why = ZKW_REGTRUST_NO_AUTH;
+    else if (strcmp(id->record, "ok") != 0)
+      why = id->record; /* nothing read to trust */
+    else if (r->registry_trust[0])
+      why = r->registry_trust;
+    else if (id->trust[0])
+      why = id->trust;
+    else if (!id->acl_read)
+      why = "its ACL was not read";
+    else if (!zkw_regtrust_same(&id->acl_stat, &id->rec_stat))
+      why = "it changed while it was read";
+    if (why && why != id->trust) snprintf(id->trust, sizeof id->trust, "%s", why);
+    id->trusted = !why;
+  }
+}
+
+static bool under(const struct zkw_lock_roots *roots, const char *path) {
+  return zkw_under_lock_roots(roots, (struct zkw_bytes){(const uint8_t *)path, (int32_t)strlen(path)});
+}
+
 /* Verdicts, counts and order, once every read is back. */
 static void walk_finish(struct zkw_locks_walk *w) {
   struct zkw_locks_report *r = w->rep;
+  judge_records(r);
   for (size_t i = 0; i < r->nlocks; i++) {
     struct zkw_lock_entry *e = &r->locks[i];
+    e->under_untrusted = under(&w->untrusted, e->path) && !under(&w->trusted, e->path);
+    /* The verdict rests on the record where it weighs the incarnation. */
+    bool weighs = e->id >= 0 && e->owner && e->owner != r->asking_session && r->ids[e->id].current;
+    e->untrusted = e->under_untrusted                 ? UNDER_UNTRUSTED
+                   : weighs && !r->ids[e->id].trusted ? ON_UNTRUSTED
+                                                      : NULL;
+    if (e->untrusted) r->untrusted++;
     struct zkw_tag tag = {.incarnation = e->incarnation};
     uint64_t current = e->id >= 0 ? r->ids[e->id].current : 0;
     e->why = zkw_lock_why_not_stale(e->id >= 0 ? &tag : NULL, e->owner, r->asking_session, current);
@@ -310,6 +373,8 @@ static void walk_pump(struct zkw_locks_walk *w) {
       *o = (struct op){w, it};
       if (it.kind == LIST_DIR || it.kind == LIST_REGISTRY)
         rc = zkw_zk_children(w->zk, it.path, op_done, o);
+      else if (it.kind == GET_ACL)
+        rc = zkw_zk_get_acl(w->zk, it.path, "acl-report", op_done, o);
       else
         rc = zkw_zk_get(w->zk, it.path, false, op_done, o);
     }
@@ -320,6 +385,10 @@ static void walk_pump(struct zkw_locks_walk *w) {
     free(o);
     if (it.kind == GET_RECORD) {
       w->rep->ids[it.id].record = zkw_zk_error(rc);
+      free(it.path);
+    } else if (it.kind == GET_ACL) {
+      struct zkw_zk_result failed = {.rc = rc};
+      acl_read(w, &it, &failed);
       free(it.path);
     } else if (it.kind != LIST_REGISTRY) {
       unreadable(w, it.path, rc);
@@ -336,8 +405,16 @@ void zkw_locks_scope_roots(const struct zkw_scope *trees, struct zkw_lock_roots 
     snprintf(out->root[out->count++], sizeof out->root[0], "%s", trees->tree[i]);
 }
 
-int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, bool all,
-                         const char *registry_root, int64_t asking_session, zkw_locks_done done, void *arg,
+/* Appends the roots to the report's list (comma-separated, cut to fit). */
+static void list_roots(char *out, size_t cap, const struct zkw_lock_roots *roots) {
+  size_t n = strlen(out);
+  for (int i = 0; i < roots->count && n < cap - 1; i++) {
+    n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? "," : "", roots->root[i]);
+    if (n >= cap) n = cap - 1;
+  }
+}
+
+int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_locks_opts *o, zkw_locks_done done, void *arg,
                          struct zkw_locks_walk **out) {
   if (!zk || !zkw_zk_connected(zk)) return -1;
   struct zkw_locks_walk *w = zkw_calloc(1, sizeof *w);
@@ -349,17 +426,33 @@ int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, 
   }
   *w = (struct zkw_locks_walk){.zk = zk, .done = done, .arg = arg, .rep = r, .last_id = -1};
   w->start_ns = uv_hrtime();
-  r->asking_session = asking_session;
-  r->all = all;
-  snprintf(w->reg_ids, sizeof w->reg_ids, "%s/identities", strcmp(registry_root, "/") ? registry_root : "");
-  size_t rl = 0;
-  for (int i = 0; i < roots->count; i++) {
-    rl += (size_t)snprintf(r->roots + rl, sizeof r->roots - rl, "%s%s", i ? "," : "", roots->root[i]);
-    if (rl >= sizeof r->roots) rl = sizeof r->roots - 1;
-  }
+  r->asking_session = o->asking_session;
+  r->all = o->all;
+  r->have_auth = o->have_auth;
+  const char *root = strcmp(o->registry_root, "/") ? o->registry_root : "";
+  snprintf(w->reg_ids, sizeof w->reg_ids, "%s/identities", root);
+  /* A tree below another is walked through it (what is under a trusted
+   * one stays trusted). */
+  static const struct zkw_lock_roots none;
+  const struct zkw_lock_roots *untrusted = o->untrusted ? o->untrusted : &none;
+  w->trusted = *o->roots;
+  for (int i = 0; i < untrusted->count; i++)
+    if (!under(o->roots, untrusted->root[i]) && w->untrusted.count < ZKW_MAX_LOCK_ROOTS)
+      snprintf(w->untrusted.root[w->untrusted.count++], sizeof w->untrusted.root[0], "%s",
+               untrusted->root[i]);
+  struct zkw_lock_roots walked = {0};
+  for (int i = 0; i < w->trusted.count; i++)
+    if (!under(&w->untrusted, w->trusted.root[i]))
+      snprintf(walked.root[walked.count++], sizeof walked.root[0], "%s", w->trusted.root[i]);
+  for (int i = 0; i < w->untrusted.count && walked.count < ZKW_MAX_LOCK_ROOTS; i++)
+    snprintf(walked.root[walked.count++], sizeof walked.root[0], "%s", w->untrusted.root[i]);
+  list_roots(r->roots, sizeof r->roots, &walked);
+  list_roots(r->untrusted_roots, sizeof r->untrusted_roots, &w->untrusted);
   int rc = push(w, LIST_REGISTRY, zkw_strdup(w->reg_ids), -1);
-  for (int i = 0; i < roots->count && rc == 0; i++)
-    rc = push(w, LIST_DIR, zkw_strdup(roots->root[i]), -1);
+  if (o->have_auth && rc == 0) rc = push(w, GET_ACL, zkw_strdup(w->reg_ids), ACL_PARENT);
+  if (o->have_auth && rc == 0) rc = push(w, GET_ACL, zkw_strdup(root[0] ? root : "/"), ACL_PARENT);
+  for (int i = 0; i < walked.count && rc == 0; i++)
+    rc = push(w, LIST_DIR, zkw_strdup(walked.root[i]), -1);
   if (rc != 0) {
     for (size_t i = 0; i < w->qlen; i++)
       free(w->q[i].path);
@@ -393,224 +486,4 @@ void zkw_locks_report_free(struct zkw_locks_report *r) {
 
 const char *zkw_locks_identity_of(const struct zkw_locks_report *r, const struct zkw_lock_entry *e) {
   return e->id >= 0 ? r->ids[e->id].name : "";
-}
-
-/* ---------------------------------------------------------------- renderings */
-
-#define TRY(expr)                                                                                            \
-  do {                                                                                                       \
-    if ((expr) != 0) return -ENOMEM;                                                                         \
-  } while (0)
-
-/* One state node: the run of locks [i, end) that guard it. */
-struct state_run {
-  size_t end, stale;
-  const struct zkw_lock_entry *holder; /* the first lock that is not stale, or NULL */
-};
-
-static struct state_run state_run(const struct zkw_locks_report *r, size_t i) {
-  struct state_run s = {i, 0, NULL};
-  while (s.end < r->nlocks && strcmp(r->locks[s.end].state, r->locks[i].state) == 0) {
-    if (!r->locks[s.end].why)
-      s.stale++;
-    else if (!s.holder)
-      s.holder = &r->locks[s.end];
-    s.end++;
-  }
-  return s;
-}
-
-static void count_states(const struct zkw_locks_report *r, size_t *states, size_t *held) {
-  *states = *held = 0;
-  for (size_t i = 0; i < r->nlocks;) {
-    struct state_run s = state_run(r, i);
-    (*states)++;
-    if (s.holder) (*held)++;
-    i = s.end;
-  }
-}
-
-/* When a zombie's owner session was seen to end, as 2026-01-02T03:04:05.678Z. */
-static void zombie_ended(const struct zkw_lock_entry *e, char *out, size_t cap) {
-  time_t t = (time_t)(e->ended_ms / 1000);
-  struct tm tm;
-  size_t n = gmtime_r(&t, &tm) ? strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm) : 0;
-  if (n)
-    snprintf(out + n, cap - n, ".%03uZ", (unsigned)(e->ended_ms % 1000));
-  else
-    snprintf(out, cap, "%" PRIu64 " ms", e->ended_ms);
-}
-
-static const char *const ONLY_STALE = "only stale locks: freed by reclaim (zkwarden locks --reclaim)";
-
-int zkw_locks_render_json(const struct zkw_locks_report *r, struct zkw_buf *b) {
-  size_t states, held;
-  count_states(r, &states, &held);
-  TRY(zkw_text_printf(b, "{\"scope\":\"%s\",\"roots\":", r->all ? "lock_roots" : "own_trees"));
-  TRY(zkw_text_json_string(b, r->roots, sizeof r->roots));
-  TRY(zkw_text_printf(
-      b,
-      ",\"nodes_visited\":%zu,\"truncated\":%s,\"seconds\":%.3f,\"asking_session\":\"0x%" PRIx64
-      "\",\"summary\":{\"locks\":%zu,\"stale\":%zu,\"untagged\":%zu,\"unreadable\":%zu,"
-      "\"state_nodes\":%zu,\"state_nodes_held\":%zu,\"zombies\":%zu},\"identities\":[",
-      r->visited, r->truncated ? "true" : "false", r->seconds, (uint64_t)r->asking_session, r->nlocks,
-      r->stale, r->untagged, r->nunreadable, states, held, r->zombies));
-  for (size_t i = 0; i < r->nids; i++) {
-    const struct zkw_locks_identity *id = &r->ids[i];
-    TRY(zkw_text_printf(b, "%s{\"identity\":", i ? "," : ""));
-    TRY(zkw_text_json_string(b, id->name, sizeof id->name));
-    TRY(zkw_text_printf(b, ",\"current_incarnation\":%" PRIu64 ",\"record\":", id->current));
-    TRY(zkw_text_json_string(b, id->record, 200));
-    TRY(zkw_text_printf(b, ",\"locks\":%zu,\"stale\":%zu,\"zombies\":%zu}", id->locks, id->stale,
-                        id->zombies));
-  }
-  TRY(zkw_text_printf(b, "],\"locks\":["));
-  for (size_t i = 0; i < r->nlocks; i++) {
-    const struct zkw_lock_entry *e = &r->locks[i];
-    TRY(zkw_text_printf(b, "%s{\"path\":", i ? "," : ""));
-    TRY(zkw_text_json_string(b, e->path, SIZE_MAX));
-    TRY(zkw_text_printf(b, ",\"state_node\":"));
-    TRY(zkw_text_json_string(b, e->state, SIZE_MAX));
-    if (e->id >= 0) {
-      TRY(zkw_text_printf(b, ",\"tagged\":true,\"identity\":"));
-      TRY(zkw_text_json_string(b, r->ids[e->id].name, ZKW_IDENTITY_MAX));
-      TRY(zkw_text_printf(b, ",\"incarnation\":%" PRIu64, e->incarnation));
-    } else {
-      TRY(zkw_text_printf(b, ",\"tagged\":false,\"identity\":null,\"incarnation\":null"));
-    }
-    TRY(zkw_text_printf(b, ",\"session\":\"0x%" PRIx64 "\",\"stale\":%s,\"why\":", (uint64_t)e->owner,
-                        e->why ? "false" : "true"));
-    if (e->why)
-      TRY(zkw_text_json_string(b, e->why, 200));
-    else
-      TRY(zkw_text_printf(b, "null"));
-    TRY(zkw_text_printf(b, ",\"zombie\":"));
-    if (e->zombie_of >= 0) {
-      char ended[40];
-      zombie_ended(e, ended, sizeof ended);
-      TRY(zkw_text_printf(b, "{\"seen_ended_by\":"));
-      TRY(zkw_text_json_string(b, r->ids[e->zombie_of].name, ZKW_IDENTITY_MAX));
-      TRY(zkw_text_printf(b, ",\"ended\":\"%s\",\"ended_ms\":%" PRIu64 "}", ended, e->ended_ms));
-    } else {
-      TRY(zkw_text_printf(b, "null"));
-    }
-    TRY(zkw_text_printf(b, "}"));
-  }
-  TRY(zkw_text_printf(b, "],\"state_nodes\":["));
-  bool first = true;
-  for (size_t i = 0; i < r->nlocks;) {
-    struct state_run s = state_run(r, i);
-    TRY(zkw_text_printf(b, "%s{\"path\":", first ? "" : ","));
-    first = false;
-    TRY(zkw_text_json_string(b, r->locks[i].state, SIZE_MAX));
-    TRY(zkw_text_printf(b, ",\"locks\":%zu,\"stale_locks\":%zu,\"held\":%s,\"held_by\":", s.end - i, s.stale,
-                        s.holder ? "true" : "false"));
-    if (s.holder) {
-      TRY(zkw_text_json_string(b, s.holder->path, SIZE_MAX));
-      TRY(zkw_text_printf(b, ",\"why\":"));
-      TRY(zkw_text_json_string(b, s.holder->why, 200));
-    } else {
-      TRY(zkw_text_printf(b, "null,\"why\":"));
-      TRY(zkw_text_json_string(b, ONLY_STALE, 200));
-    }
-    TRY(zkw_text_printf(b, "}"));
-    i = s.end;
-  }
-  TRY(zkw_text_printf(b, "],\"unreadable\":["));
-  for (size_t i = 0; i < r->nunreadable; i++) {
-    TRY(zkw_text_printf(b, "%s{\"path\":", i ? "," : ""));
-    TRY(zkw_text_json_string(b, r->unreadable[i].path, SIZE_MAX));
-    TRY(zkw_text_printf(b, ",\"error\":"));
-    TRY(zkw_text_json_string(b, zkw_zk_error(r->unreadable[i].rc), 200));
-    TRY(zkw_text_printf(b, "}"));
-  }
-  TRY(zkw_text_printf(b, "]}\n"));
-  return 0;
-}
-
-static int summary_line(const struct zkw_locks_report *r, struct zkw_buf *b) {
-  size_t states, held;
-  count_states(r, &states, &held);
-  return zkw_text_printf(
-      b,
-      "%zu lock(s): %zu stale, %zu untagged; %zu state node(s), %zu held; %zu unreadable "
-      "node(s); %zu zombie(s); %zu node(s) under %s visited in %.2f s%s",
-      r->nlocks, r->stale, r->untagged, states, held, r->nunreadable, r->zombies, r->visited,
-      r->roots[0] ? r->roots
-      : r->all    ? "no lock root"
-                  : "the own trees (none known yet: its JobManager created nothing; --all walks "
-                    "every lock root)",
-      r->seconds, r->truncated ? " (truncated: too many nodes)" : "");
-}
-
-int zkw_locks_render_table(const struct zkw_locks_report *r, struct zkw_buf *b) {
-  TRY(summary_line(r, b));
-  TRY(zkw_text_printf(b, "\n\n%-32s %11s %7s %7s %7s  %s\n", "IDENTITY", "CURRENT", "LOCKS", "STALE",
-                      "ZOMBIES", "RECORD"));
-  for (size_t i = 0; i < r->nids; i++) {
-    const struct zkw_locks_identity *id = &r->ids[i];
-    TRY(zkw_text_printf(b, "%-32s %11" PRIu64 " %7zu %7zu %7zu  %s\n", id->name, id->current, id->locks,
-                        id->stale, id->zombies, id->record));
-  }
-  if (r->untagged)
-    TRY(zkw_text_printf(b, "%-32s %11s %7zu %7s %7s  %s\n", "(untagged)", "-", r->untagged, "-", "-", "-"));
-  if (r->nlocks)
-    TRY(zkw_text_printf(b, "\n%-44s %-20s %11s %-18s %s\n", "STATE NODE / LOCK", "IDENTITY", "INCARNATION",
-                        "SESSION", "VERDICT"));
-  for (size_t i = 0; i < r->nlocks;) {
-    struct state_run s = state_run(r, i);
-    TRY(zkw_text_printf(b, "%s  [%s%s%s]\n", r->locks[i].state, s.holder ? "held: " : "",
-                        s.holder ? s.holder->why : ONLY_STALE, ""));
-    for (size_t k = i; k < s.end; k++) {
-      const struct zkw_lock_entry *e = &r->locks[k];
-      char inc[24] = "-";
-      if (e->id >= 0) snprintf(inc, sizeof inc, "%" PRIu64, e->incarnation);
-      char sess[24];
-      snprintf(sess, sizeof sess, "0x%" PRIx64, (uint64_t)e->owner);
-      const char *rel = e->path + strlen(e->state) + (strcmp(e->state, "/") ? 1 : 0);
-      TRY(zkw_text_printf(b, "  %-42s %-20s %11s %-18s %s%s", rel, e->id >= 0 ? r->ids[e->id].name : "-", inc,
-                          sess, e->why ? "not stale: " : "STALE", e->why ? e->why : ""));
-      if (e->zombie_of >= 0) {
-        char ended[40];
-        zombie_ended(e, ended, sizeof ended);
-        TRY(zkw_text_printf(
-            b, "; ZOMBIE: its session ended %s (seen by the sidecar of %s), the ensemble kept it", ended,
-            r->ids[e->zombie_of].name));
-      }
-      TRY(zkw_text_printf(b, "\n"));
-    }
-    i = s.end;
-  }
-  if (r->nunreadable) TRY(zkw_text_printf(b, "\nUNREADABLE (not judged)\n"));
-  for (size_t i = 0; i < r->nunreadable; i++)
-    TRY(zkw_text_printf(b, "  %s  %s\n", r->unreadable[i].path, zkw_zk_error(r->unreadable[i].rc)));
-  return 0;
-}
-
-int zkw_locks_render_html_summary(const struct zkw_locks_report *r, struct zkw_buf *b) {
-  TRY(zkw_text_printf(b, "<p>"));
-  struct zkw_buf line = {0};
-  int rc = summary_line(r, &line);
-  if (!rc) rc = zkw_buf_append(&line, "", 1);
-  if (!rc) rc = zkw_text_html(b, (const char *)line.data, line.len);
-  zkw_buf_release(&line);
-  TRY(rc);
-  TRY(zkw_text_printf(b, "</p>\n<table><tr><th>identity</th><th>current incarnation</th><th>locks</th>"
-                         "<th>stale</th><th>zombies</th><th>record</th></tr>\n"));
-  for (size_t i = 0; i < r->nids; i++) {
-    const struct zkw_locks_identity *id = &r->ids[i];
-    TRY(zkw_text_printf(b, "<tr><td>"));
-    TRY(zkw_text_html(b, id->name, sizeof id->name));
-    TRY(zkw_text_printf(
-        b, "</td><td>%" PRIu64 "</td><td>%zu</td><td class=\"%s\">%zu</td><td class=\"%s\">%zu</td><td>",
-        id->current, id->locks, id->stale ? "bad" : "", id->stale, id->zombies ? "bad" : "", id->zombies));
-    TRY(zkw_text_html(b, id->record, 200));
-    TRY(zkw_text_printf(b, "</td></tr>\n"));
-  }
-  if (r->untagged)
-    TRY(zkw_text_printf(b,
-                        "<tr><td>(untagged)</td><td>-</td><td>%zu</td><td>-</td><td>-</td><td>-</td></tr>\n",
-                        r->untagged));
-  TRY(zkw_text_printf(b, "</table>\n"));
-  return 0;
 }

@@ -17,6 +17,15 @@
  * node while any lock is under it; the report says which ones only reclaim
  * would free, and which are held and why.
  *
+ * A verdict rests on the registry only as far as the registry is trusted
+ * (zkw_regtrust.h): each identity's record is read with its ACL, and the
+ * registry's root and identities nodes with theirs; an identity whose
+ * record someone other than zkwarden's registry identity can change (or
+ * every one, without ZKWARDEN_REGISTRY_AUTH) is marked so, and so is each
+ * lock whose verdict rests on it or that was found under a tree from an
+ * untrusted source (a record's trees, zkw_idtrees.h): `zkwarden locks
+ * --reclaim` acts on none of them.
+ *
  * A lock whose owner session is in some identity's dead list (its record's
  * dead_sessions: a sidecar saw that session end) is also a ZOMBIE: the
  * ensemble kept it after its session ended (zkw_reclaim.h). The report
@@ -35,6 +44,7 @@
 #include "zkw_buf.h"
 #include "zkw_lockrule.h"
 #include "zkw_record.h"
+#include "zkw_regtrust.h"
 #include "zkw_scope.h"
 #include "zkw_zk.h"
 
@@ -49,9 +59,11 @@ struct zkw_lock_entry {
   int64_t owner;        /* ephemeralOwner (0: persistent) */
   int64_t czxid;
   int32_t version;
-  const char *why;   /* not stale: why (zkw_lock_why_not_stale); NULL: stale */
-  int zombie_of;     /* index into the identities of the one that saw its owner end; -1: not a zombie */
-  uint64_t ended_ms; /* zombie: when that sidecar saw the owner session end (epoch ms) */
+  const char *why;       /* not stale: why (zkw_lock_why_not_stale); NULL: stale */
+  int zombie_of;         /* index into the identities of the one that saw its owner end; -1: not a zombie */
+  uint64_t ended_ms;     /* zombie: when that sidecar saw the owner session end (epoch ms) */
+  bool under_untrusted;  /* found under a tree from an untrusted source only */
+  const char *untrusted; /* why its verdict is not to be acted on, or NULL */
 };
 
 struct zkw_locks_identity {
@@ -62,6 +74,10 @@ struct zkw_locks_identity {
   size_t zombies; /* locks owned by a session of this identity's dead list */
   int ndead;
   struct zkw_dead_session dead[ZKW_RECORD_DEAD_MAX]; /* the record's dead list */
+  bool trusted;                           /* only zkwarden's registry identity can change the record */
+  char trust[ZKW_REGTRUST_WHY_MAX + 320]; /* why it is not trusted ("" when it is) */
+  struct Stat rec_stat, acl_stat;         /* the record and its ACL as read (the walk's) */
+  bool acl_read;
 };
 
 struct zkw_locks_unreadable {
@@ -78,6 +94,10 @@ struct zkw_locks_report {
   size_t nunreadable, capu;
   size_t visited;
   size_t stale, untagged, zombies;
+  size_t untrusted;                                /* locks whose verdict is not to be acted on */
+  bool have_auth;                                  /* the walk's session has ZKWARDEN_REGISTRY_AUTH */
+  char registry_trust[ZKW_REGTRUST_WHY_MAX + 320]; /* why the registry's parents are not trusted ("") */
+  char untrusted_roots[1024];                      /* the paths walked from an untrusted source */
   bool truncated;
   int64_t asking_session; /* the verdicts' asking session (0: none) */
   double seconds;         /* the walk's duration */
@@ -88,12 +108,21 @@ struct zkw_locks_report {
 struct zkw_locks_walk;
 typedef void (*zkw_locks_done)(void *arg, struct zkw_locks_report *rep);
 
-/* Starts a walk of roots (all: they are every lock root, else the own
- * trees). On success *out is the walk and done(arg, report) follows once
- * (the report is the caller's to free with zkw_locks_report_free). Returns
- * 0, or -1 if nothing could be sent (the session is not usable). */
-int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_lock_roots *roots, bool all,
-                         const char *registry_root, int64_t asking_session, zkw_locks_done done, void *arg,
+/* What a walk reads. */
+struct zkw_locks_opts {
+  const struct zkw_lock_roots *roots;     /* the paths walked */
+  const struct zkw_lock_roots *untrusted; /* more paths walked, from an untrusted source: what is found
+                                           * there and not under roots is marked so; or NULL */
+  bool all;                               /* roots are every lock root (else the own trees) */
+  bool have_auth;                         /* zk authenticates with ZKWARDEN_REGISTRY_AUTH */
+  const char *registry_root;
+  int64_t asking_session; /* the verdicts' asking session (0: none) */
+};
+
+/* Starts a walk. On success *out is the walk and done(arg, report) follows
+ * once (the report is the caller's to free with zkw_locks_report_free).
+ * Returns 0, or -1 if nothing could be sent (the session is not usable). */
+int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_locks_opts *o, zkw_locks_done done, void *arg,
                          struct zkw_locks_walk **out) __attribute__((warn_unused_result));
 /* The trees as lock roots (the paths a walk is given). */
 void zkw_locks_scope_roots(const struct zkw_scope *trees, struct zkw_lock_roots *out);

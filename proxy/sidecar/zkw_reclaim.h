@@ -1,5 +1,5 @@
-/* zkw_reclaim.h: deleting stale locks at create and at delete (sweeps:
- * zkw_sweep.h).
+/* zkw_reclaim.h: stale locks in the way of a JobManager's lock create or
+ * delete (sweeps: zkw_sweep.h).
  *
  * A stale lock is a node that carries zkwarden's tag (zkw_lockrule.h), is an
  * ephemeral owned by a session other than the asking session, and whose
@@ -7,27 +7,46 @@
  * the registry). Nothing else is ever deleted: not untagged nodes, state
  * nodes or `locks` containers, not a current incarnation's lock.
  *
- * Reclaim at create and at delete run while the JobManager's lock request's
- * NODEEXISTS / NOTEMPTY reply is withheld (the barrier, zkw_replies.h): the
- * replies after it are held in order, while its later requests go on. Reads and
- * deletes go in-band on the JobManager's own connection (zkw_inband.h), with
- * its rights; the JobManager's request is then replayed and the JobManager
- * sees the reply of the replay. If anything in the way is not a stale lock,
- * or a step fails (logged at warn, counted, recorded), the JobManager gets
- * the reply it would have got anyway. */
+ * At create: the JobManager's client gets the server's NODEEXISTS as it came
+ * (to Flink: "I hold it"), and zkwarden makes that true: if the node in the
+ * way is a stale lock, one multi on the JobManager's connection deletes it
+ * and creates the JobManager's own (the create it sent, tagged) in its
+ * place; if the node went meanwhile, the create is made again; unless the
+ * JobManager deleted the lock since. Nothing waits for it, and the server
+ * executes the JobManager's requests in its order.
+ *
+ * At delete: a delete under the lock roots is the relay's barrier
+ * (zkw_replies.h): the JobManager's later requests wait, and its NOTEMPTY is
+ * withheld while the stale locks in the way are deleted in-band; the delete
+ * is then replayed and the JobManager sees the replay's reply. If anything
+ * in the way is not a stale lock, or a step fails (logged at warn, counted,
+ * recorded), the JobManager gets the reply it would have got anyway.
+ *
+ * Reads, deletes and creates go in-band on the JobManager's own connection
+ * (zkw_inband.h), with its rights. Observe mode sends nothing there: it reads
+ * through the registry session and only reports what it would do. */
 #ifndef ZKW_RECLAIM_H
 #define ZKW_RECLAIM_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "zkw_wire.h"
 
 struct zkw_session;
 
-/* Starts reclaiming for the withheld reply of the session's barrier request:
- * is_create: NODEEXISTS on the lock create of `path`; else NOTEMPTY on the
- * delete of `path`. Returns false if no reclaim can start (the caller then
- * forwards the reply); else zkw_session_replay or zkw_session_deliver follows. */
-bool zkw_reclaim_start(struct zkw_session *s, bool is_create, struct zkw_bytes path);
+/* NOTEMPTY on the JobManager's delete of path. withheld: the reply is the
+ * session's withheld barrier (sidecar mode): zkw_session_replay or
+ * zkw_session_deliver follows. Returns false if no reclaim can start (the
+ * caller then forwards the reply). */
+bool zkw_reclaim_at_delete(struct zkw_session *s, struct zkw_bytes path, bool withheld);
+/* NODEEXISTS on the JobManager's lock create of path (request: its create,
+ * RequestHeader + CreateRequest, as sent): the reply goes on; the reclaim
+ * runs behind it. */
+void zkw_reclaim_at_create(struct zkw_session *s, struct zkw_bytes path, const uint8_t *request, size_t len);
+/* The JobManager sent a delete of path: a reclaim at create of that lock
+ * does not create it again. */
+void zkw_reclaim_on_delete(struct zkw_session *s, struct zkw_bytes path);
 
 #endif

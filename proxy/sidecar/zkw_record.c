@@ -109,6 +109,7 @@ static int parse_dead_list(const char *v, size_t n, struct zkw_record *r) {
       return -1;
     d.session = (int64_t)session;
     d.observed = false;
+    d.trusted = false;
     zkw_record_add_dead(r, &d); /* more than ZKW_RECORD_DEAD_MAX: the newest are kept */
     v = comma ? comma + 1 : end;
   }

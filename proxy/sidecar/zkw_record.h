@@ -43,6 +43,7 @@ struct zkw_dead_session {
   uint64_t incarnation;
   uint64_t ended_ms; /* epoch ms */
   bool observed;     /* seen ending by this process (not stored: a record's entries are not) */
+  bool trusted;      /* read from a record only zkwarden could write (zkw_regtrust.h; not stored) */
 };
 
 struct zkw_record {

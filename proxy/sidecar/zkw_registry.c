@@ -322,6 +322,8 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   } else {
     id->rec_version = r->stat.version;
   }
+  /* What it names is used for nothing until its ACL is judged (zkw_regacl.c). */
+  zkw_regacl_loaded(id, r->rc == ZOK && !rewrite ? &r->stat : NULL);
   id->corrupt_logged = false;
   /* Keep the newest we know: a record deleted, emptied or corrupted under
    * us is written back. */
@@ -422,6 +424,7 @@ static void record_written(void *arg, const struct zkw_zk_result *r) {
   }
   if (with_extras(id, &id->rec)) id->dead_dirty = true;
   id->rec_known = true;
+  id->rewrite_pending = false; /* what the record holds is this instance's */
   id->write_gen++;
   id->rec_version = w->created ? 0 : r->stat.version;
   ZKW_METRIC_SET(identity_incarnation, (int64_t)id->rec.incarnation);
@@ -475,15 +478,24 @@ static void write_next(struct zkw_identity *id) {
 }
 
 /* Copies the identity's dead list and own trees into a record about to be
- * written. Returns true if the record's dead list changed. */
+ * written. Returns true if the record's dead list changed. With credentials
+ * a dead session read from the record is written only once the record was
+ * judged trusted (zkw_regacl.c): a write of zkwarden's must not make what
+ * anyone could have written look trusted. */
 static bool with_extras(const struct zkw_identity *id, struct zkw_record *rec) {
-  bool changed = rec->ndead != id->dead.ndead;
-  for (int i = 0; i < id->dead.ndead && !changed; i++) { /* what the record keeps of each */
-    const struct zkw_dead_session *a = &rec->dead_sessions[i], *b = &id->dead.dead_sessions[i];
+  bool all = !id->srv->cfg->registry_auth[0];
+  struct zkw_record keep = {0};
+  for (int i = 0; i < id->dead.ndead; i++) {
+    const struct zkw_dead_session *d = &id->dead.dead_sessions[i];
+    if (all || d->observed || d->trusted) keep.dead_sessions[keep.ndead++] = *d;
+  }
+  bool changed = rec->ndead != keep.ndead;
+  for (int i = 0; i < keep.ndead && !changed; i++) { /* what the record keeps of each */
+    const struct zkw_dead_session *a = &rec->dead_sessions[i], *b = &keep.dead_sessions[i];
     changed = a->session != b->session || a->incarnation != b->incarnation || a->ended_ms != b->ended_ms;
   }
-  rec->ndead = id->dead.ndead;
-  memcpy(rec->dead_sessions, id->dead.dead_sessions, sizeof rec->dead_sessions);
+  rec->ndead = keep.ndead;
+  memcpy(rec->dead_sessions, keep.dead_sessions, sizeof rec->dead_sessions);
   zkw_idtrees_for_record(id, &rec->trees);
   return changed;
 }
@@ -493,15 +505,18 @@ static void dead_written(void *arg, const struct zkw_zk_result *r) {
   struct zkw_identity *id = arg;
   id->writing = false;
   id->write_gen++;
-  if (r->rc == ZOK)
+  if (r->rc == ZOK) {
     id->rec_version = r->stat.version;
-  else if (r->rc == ZBADVERSION)
+    id->rewrite_pending = false;
+  } else if (r->rc == ZBADVERSION)
     zkw_registry_load_record(id);
   write_next(id);
 }
 
 void zkw_registry_flush_dead(struct zkw_identity *id) {
   if (!id->dead_dirty && !id->scope_dirty) return;
+  /* The record read is being judged: the verdict writes what it must. */
+  if (id->record_trust == ZKW_TRUST_PENDING && id->srv->cfg->registry_auth[0]) return;
   if (id->writing || id->rec_version < 0 || id->writers || id->state != ZKW_REG_OWNER || !id->rec_loaded ||
       id->stopping)
     return; /* the next record write carries it */
@@ -530,7 +545,7 @@ void zkw_registry_write_dead(struct zkw_identity *id, uint64_t dead) {
 /* zkwarden saw a session of this identity end (it closed it, or the server
  * no longer knew it): an ephemeral it still owns later is a zombie. */
 void zkw_registry_note_dead(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
-  struct zkw_dead_session d = {session, incarnation, epoch_ms(), true};
+  struct zkw_dead_session d = {session, incarnation, epoch_ms(), true, false};
   struct zkw_dead_session *known = (struct zkw_dead_session *)zkw_record_find_dead(&id->dead, session);
   if (known)
     known->observed = true; /* listed by the record, and now seen here */
@@ -557,8 +572,8 @@ const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identit
     *why = "it is attached through this sidecar";
   else if (!d->observed && !id->srv->cfg->registry_auth[0])
     *why = "listed dead only by the registry record, which anyone may write (ZKWARDEN_REGISTRY_AUTH unset)";
-  else if (!d->observed && !id->record_restricted)
-    *why = "listed dead only by a registry record not known to be creator-only";
+  else if (!d->observed && !d->trusted)
+    *why = "listed dead only by a registry record not found to be writable by zkwarden alone";
   return *why ? NULL : d;
 }
 
@@ -608,6 +623,7 @@ static void written_back(void *arg, const struct zkw_zk_result *r) {
   id->write_gen++;
   if (r->rc == ZOK) {
     id->rec_version = r->has_stat ? r->stat.version : 0;
+    id->rewrite_pending = false;
     zkw_log_info("identity %s: registry record %s written back: incarnation %" PRIu64 ", session 0x%" PRIx64,
                  zkw_identity_name(id), id->node, id->rec.incarnation, (uint64_t)id->rec.session);
   } else if (r->rc == ZBADVERSION || r->rc == ZNONODE || r->rc == ZNODEEXISTS) {

@@ -34,7 +34,8 @@ const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identi
 /* The dead-list entry of a session proven dead, whose ephemerals may be
  * deleted as zombies, or NULL. Proven: zkwarden saw it end (this process;
  * or a sidecar of this identity, read from the record only when the record
- * is creator-only: ZKWARDEN_REGISTRY_AUTH set, zkw_regacl.c), within
+ * was judged trusted: only zkwarden's registry identity can change it,
+ * zkw_regtrust.h, zkw_regacl.c), within
  * ZKW_DEAD_SESSION_MAX_AGE_MS, and it is neither asking_session, nor the
  * current incarnation's session, nor attached through this sidecar now.
  * Listed but not proven: NULL with *why saying why (else *why is NULL). */

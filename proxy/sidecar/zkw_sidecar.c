@@ -2,10 +2,11 @@
  *
  * Requests: the session's first request that acts as the JobManager begins
  * its incarnation (held until the previous one is fenced and this one
- * recorded); an incarnation's lock creates are tagged, and a lock create or
- * a delete under the lock roots becomes a barrier request (zkw_replies.h;
- * held back while a sweep deletes). Replies: a barrier request's NODEEXISTS / NOTEMPTY is
- * withheld while a reclaim runs; getData replies are untagged, and those of
+ * recorded); an incarnation's lock creates are tagged and kept, and a
+ * delete under the lock roots becomes a barrier request (zkw_replies.h; both
+ * held back while a sweep deletes). Replies: a lock create's NODEEXISTS goes
+ * on and a reclaim replaces the stale lock behind it; a barrier's NOTEMPTY
+ * is withheld while a reclaim runs; getData replies are untagged, and those of
  * /zookeeper/config name the sidecar (each such read is marked, so every
  * reply is rewritten however many are in flight: Curator's ensemble tracker
  * sends two at once). Notifications of the sweep's own watch go to it alone
@@ -24,6 +25,34 @@
 #include "zkw_rewrite.h"
 #include "zkw_replies.h"
 #include "zkw_session.h"
+#include "zkw_journal.h"
+
+/* What a successor process needs of the session (zkw_journal.h): its
+ * incarnation, and whether it is relayed as a plain client in a conflict.
+ * Kept when it changed, as each frame passes. */
+struct kept {
+  uint64_t incarnation;
+  uint8_t plain_conflict;
+};
+
+static void keep_for_successor(struct zkw_session *s) {
+  struct zkw_sc_session *sc = zkw_sc(s);
+  if (sc->incarnation == sc->saved_incarnation && sc->plain_conflict == sc->saved_conflict) return;
+  sc->saved_incarnation = sc->incarnation;
+  sc->saved_conflict = sc->plain_conflict;
+  struct kept k = {sc->incarnation, sc->plain_conflict};
+  zkw_journal_policy(s, &k, sizeof k);
+}
+
+static void on_recover(struct zkw_session *s, const uint8_t *data, size_t len) {
+  struct zkw_sc_session *sc = zkw_sc(s);
+  struct kept k;
+  if (len != sizeof k) return; /* nothing kept: a plain client until it acts as the JobManager */
+  memcpy(&k, data, sizeof k);
+  sc->incarnation = sc->saved_incarnation = k.incarnation;
+  sc->plain_conflict = sc->saved_conflict = k.plain_conflict;
+  sc->acts_as_jm = k.incarnation || k.plain_conflict;
+}
 
 static bool is_config_node(struct zkw_bytes path) {
   size_t n = strlen(ZKW_CONFIG_NODE);
@@ -41,8 +70,7 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
     if (zkw_identity_on_jm_request(s)) return ZKW_HOLD;
   }
   if (sc->incarnation) zkw_sweep_on_jm_request(s, req); /* its own trees, its activity */
-  int verdict = ZKW_FORWARD;
-  bool lock_request = false;
+  int verdict = ZKW_FORWARD, keep = 0;
   if (sc->incarnation &&
       (req->type == ZKW_OP_CREATE || req->type == ZKW_OP_CREATE2 || req->type == ZKW_OP_MULTI)) {
     struct zkw_tagger t = {&cfg->lock_roots, cfg->identity, sc->incarnation, s->session_id};
@@ -50,45 +78,59 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
     int rc = zkw_rewrite_request(req, &t, out, &locks);
     if (rc < 0) return rc;
     if (rc == 1) verdict = ZKW_REPLACE;
-    lock_request = locks > 0 && req->type != ZKW_OP_MULTI;
-  } else if (sc->incarnation && req->type == ZKW_OP_DELETE) {
-    lock_request = zkw_under_lock_roots(&cfg->lock_roots, req->op.path);
+    /* Its NODEEXISTS on a stale lock is reclaimed behind the reply. */
+    if (locks > 0 && req->type != ZKW_OP_MULTI) keep = ZKW_KEEP;
+  } else if (sc->incarnation && req->type == ZKW_OP_DELETE &&
+             zkw_under_lock_roots(&cfg->lock_roots, req->op.path)) {
+    zkw_reclaim_on_delete(s, req->op.path);
+    /* Its NOTEMPTY may be withheld for a reclaim: the requests after it wait
+     * for its answer. Observe mode only reports what it would do: nothing
+     * waits. */
+    keep = cfg->observe ? ZKW_KEEP : ZKW_BARRIER;
   }
-  if (lock_request) {
+  if (keep) {
     /* While a sweep decides which locks are stale, lock requests wait. */
     struct zkw_identity *id = s->srv->policy;
     if (id && zkw_sweep_holding(id)) {
       zkw_buf_release(out);
       return ZKW_HOLD;
     }
-    verdict |= ZKW_BARRIER; /* its reply may be withheld for a reclaim, and those after it held */
+    verdict |= keep;
   }
   if (req->type == ZKW_OP_GET_DATA && is_config_node(req->op.path)) verdict |= ZKW_MARK;
+  keep_for_successor(s);
   return verdict;
 }
 
-/* The barrier request's reply: NODEEXISTS on a lock create, NOTEMPTY on a
- * delete may be a stale lock in the way: withheld while reclaiming. */
-static int on_barrier_reply(struct zkw_session *s, const struct zkw_reply *rep) {
+/* A kept request's reply (zkw_replies.h): NODEEXISTS on a lock create goes
+ * on and is reclaimed behind it; NOTEMPTY on a delete under the lock roots
+ * may be a stale lock in the way: withheld while reclaiming (the barrier). */
+static int on_kept_reply(struct zkw_session *s, const struct zkw_reply *rep, unsigned flags) {
   size_t len;
-  const uint8_t *body = zkw_session_barrier_request(s, &len);
+  const uint8_t *body = zkw_session_kept_request(s, &len);
   struct zkw_request req;
   if (!body || !s->srv->policy || zkw_decode_request(body, len, &req) != ZKW_OK) return ZKW_FORWARD;
   bool is_create = req.type != ZKW_OP_DELETE;
   if (rep->err != (is_create ? ZKW_ZERR_NODEEXISTS : ZKW_ZERR_NOTEMPTY)) return ZKW_FORWARD;
-  return zkw_reclaim_start(s, is_create, req.op.path) ? ZKW_WITHHOLD : ZKW_FORWARD;
+  if (is_create) {
+    zkw_reclaim_at_create(s, req.op.path, body, len);
+    return ZKW_FORWARD;
+  }
+  bool withhold = (flags & ZKW_REPLY_AT_BARRIER) != 0;
+  return zkw_reclaim_at_delete(s, req.op.path, withhold) && withhold ? ZKW_WITHHOLD : ZKW_FORWARD;
 }
 
 static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t op, unsigned flags,
                     struct zkw_buf *out) {
   struct zkw_sc_session *sc = zkw_sc(s);
   sc->silent_server = false; /* it answers again */
+  keep_for_successor(s);
   if (sc->jm_xid && sc->jm_xid == rep->xid) {
     sc->jm_xid = 0;
     if (rep->err == 0 && (op == ZKW_OP_CREATE || op == ZKW_OP_CREATE2))
       zkw_identity_on_jm_created(s, rep->op.path);
   }
-  if (flags & ZKW_REPLY_AT_BARRIER) return on_barrier_reply(s, rep);
+  if (flags & ZKW_REPLY_KEPT) return on_kept_reply(s, rep, flags);
   int rc;
   if (op == ZKW_OP_GET_DATA && (flags & ZKW_REPLY_MARKED)) {
     rc = zkw_rewrite_config_reply(rep, s->srv->listen_name, out);
@@ -148,6 +190,7 @@ const struct zkw_hooks zkw_sidecar_hooks = {
     .on_notification = zkw_sweepwatch_on_notification,
     .on_move = on_move,
     .on_close = on_close,
+    .on_recover = on_recover,
     .on_stop = on_stop,
 };
 

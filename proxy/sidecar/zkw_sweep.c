@@ -1,9 +1,13 @@
 /* zkw_sweep.c: sweep passes over the identity's own trees (see
  * zkw_sweep.h): when a pass runs, what it reads (a walk of the trees, or
  * what the watch kept since the last pass), how its reads yield to the
- * JobManager's own requests, the bound on one pass and what a pass that
- * reaches it leaves to the next. The candidates' deletes are
- * zkw_sweepdel.c, the watch zkw_sweepwatch.c.
+ * JobManager's own requests, the bound on one pass, and what a pass that
+ * could not finish leaves to the next: the paths past the bound, and every
+ * node it could not read and candidate it could not settle (a read or
+ * delete that failed or was not sent), read again by the next pass until
+ * they are read. A tree is retired (zkw_idtrees.h) only after a complete
+ * pass: a walk of every tree, then every path left read. The candidates'
+ * deletes are zkw_sweepdel.c, the watch zkw_sweepwatch.c.
  *
  * Every read goes in-band (zkw_inband.h), on the JobManager session's own
  * connection, so it has exactly the JobManager's rights under creator ACLs,
@@ -46,6 +50,8 @@
 #define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
 #define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
 #define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
+#define SWEEP_VERSION_MS    20   /* the server's version is asked: look again after */
+#define SWEEP_REDO_TEXT     160  /* how the log line names what a pass left */
 
 /* A node to read: getData (a lock, or a node the watch kept) or
  * getChildren2 (a node to list). */
@@ -65,20 +71,25 @@ struct basis {
   bool proven[ZKW_RECORD_DEAD_MAX];
 };
 
+/* A list of items (a pass's stack, what it reads again). */
+struct items {
+  struct item *v;
+  size_t n, cap;
+};
+
 /* One pass. */
 struct sweep {
   struct zkw_identity *id;
   struct zkw_session *s; /* the JobManager's session (a reference); NULL once lost */
-  bool changes;          /* reads only what the watch kept */
-  bool continued;        /* goes on from the last pass's frontier */
+  bool changes;          /* reads what the watch kept (and what the last pass left) */
+  bool continued;        /* goes on from what the last pass left */
   struct basis basis;
-  struct item *stack; /* to read: a stack, depth first */
-  size_t n, cap;
+  struct items stack; /* to read: a stack, depth first */
+  struct items redo;  /* read again by the next pass: a read or a candidate that failed */
   size_t visited;
   int inflight;
   bool capped;
-  bool failed; /* a read failed: the next pass walks */
-  bool whole;  /* a walk (not a change pass) read every tree whole */
+  bool broken; /* something to read again could not be kept: the next pass walks afresh */
   uint64_t t0_ms, last_send_ms;
   struct zkw_sweep_batch batch;
 };
@@ -90,11 +101,12 @@ static struct {
   uint64_t burst_slot;         /* the slot of jm_request_ms */
   uint64_t first_since;        /* a new incarnation's first pass waits since then; 0: none waits */
   bool began;                  /* a pass was asked for in this process */
-  bool walked;                 /* the last walk read every tree whole, with basis */
+  /* The walk begun last, with walked_basis, read every tree: each node it
+   * did not read is in left (past the bound, or to read again). */
+  bool walked;
   struct basis walked_basis;
-  struct item *frontier; /* what a capped walk left, for the next pass */
-  size_t nfrontier;
-  struct basis frontier_basis;
+  struct items left; /* what the last pass left to the next (with left_basis): read first */
+  struct basis left_basis;
 } sweeper;
 
 static uint64_t now_ms(void) {
@@ -149,10 +161,41 @@ static struct zkw_session *jm_session(struct zkw_identity *id) {
   return NULL;
 }
 
-static void free_items(struct item *v, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    free(v[i].path);
-  free(v);
+static void free_items(struct items *l) {
+  for (size_t i = 0; i < l->n; i++)
+    free(l->v[i].path);
+  free(l->v);
+  *l = (struct items){0};
+}
+
+/* Appends an item (takes path). Returns 0, or -ENOMEM (path freed). */
+static int items_push(struct items *l, char *path, bool read) {
+  if (!path) return -ENOMEM;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 64;
+    struct item *v = zkw_realloc(l->v, cap * sizeof *v);
+    if (!v) {
+      free(path);
+      return -ENOMEM;
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = (struct item){path, read};
+  return 0;
+}
+
+/* Moves every item of from to the end of to, in order. Returns 0, or
+ * -ENOMEM (what was not moved is freed with from). */
+static int items_join(struct items *to, struct items *from) {
+  int rc = 0;
+  for (size_t i = 0; i < from->n && rc == 0; i++) {
+    char *path = from->v[i].path;
+    from->v[i].path = NULL;
+    rc = items_push(to, path, from->v[i].read);
+  }
+  free_items(from);
+  return rc;
 }
 
 static struct basis basis_of(struct zkw_identity *id, const struct zkw_session *s,
@@ -193,19 +236,22 @@ static int window(const struct sweep *sw, uint64_t now) {
 }
 
 static int push(struct sweep *sw, char *path, bool read) {
-  if (!path) return -ENOMEM;
-  if (sw->n == sw->cap) {
-    size_t cap = sw->cap ? sw->cap * 2 : 64;
-    struct item *v = zkw_realloc(sw->stack, cap * sizeof *v);
-    if (!v) {
+  return items_push(&sw->stack, path, read);
+}
+
+/* A node this pass could not read, or a candidate it could not settle: the
+ * next pass reads it again (takes path; read: getData, else getChildren2).
+ * If it cannot be kept, the pass has lost track (broken): the next pass
+ * walks the trees afresh, which finds it again. */
+static void again(struct sweep *sw, char *path, bool read) {
+  /* Once: a node a pass read twice (left by the last pass, and changed since)
+   * is left once, so what is left never grows past what failed. */
+  for (size_t i = 0; path && i < sw->redo.n; i++)
+    if (sw->redo.v[i].read == read && strcmp(sw->redo.v[i].path, path) == 0) {
       free(path);
-      return -ENOMEM;
+      return;
     }
-    sw->stack = v;
-    sw->cap = cap;
-  }
-  sw->stack[sw->n++] = (struct item){path, read};
-  return 0;
+  if (items_push(&sw->redo, path, read) != 0) sw->broken = true;
 }
 
 static void pump(struct sweep *sw);
@@ -226,14 +272,18 @@ static void consider(struct sweep *sw, struct zkw_lock_check *c, bool lock_named
   if (zkw_sweep_batch_add(&sw->batch, c) != 0) {
     zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, "keep (out of memory) the candidate", c->path,
                               ZSYSTEMERROR, c);
-    sw->failed = true; /* not whole: the next pass walks and finds it again */
+    again(sw, c->path, true); /* the next pass reads it again */
+    c->path = NULL;
   }
 }
 
-static bool read_ok(struct sweep *sw, const char *step, const char *path, const struct zkw_zk_result *r) {
+/* A read's reply: true when it read the node. One that failed (other than
+ * NONODE: gone) is read again by the next pass. */
+static bool read_ok(struct sweep *sw, const char *step, const char *path, bool read,
+                    const struct zkw_zk_result *r) {
   sw->inflight--;
   if (!zkw_sweep_step(&sw->batch, step, path, r->rc)) return false;
-  if (r->rc != ZOK && r->rc != ZNONODE) sw->failed = true;
+  if (r->rc != ZOK && r->rc != ZNONODE) again(sw, zkw_strdup(path), read);
   return r->rc == ZOK;
 }
 
@@ -242,7 +292,7 @@ static void node_read(void *arg, const struct zkw_zk_result *r) {
   struct sweep *sw = a->sw;
   struct zkw_lock_check c = {.path = a->path};
   free(a);
-  if (read_ok(sw, "read the lock", c.path, r)) {
+  if (read_ok(sw, "read the lock", c.path, true, r)) {
     zkw_lockcheck_fill(&c, r);
     const char *name = strrchr(c.path, '/');
     name = name ? name + 1 : c.path;
@@ -255,7 +305,7 @@ static void node_read(void *arg, const struct zkw_zk_result *r) {
 static void node_listed(void *arg, const struct zkw_zk_result *r) {
   struct read_arg *a = arg;
   struct sweep *sw = a->sw;
-  if (read_ok(sw, "list the children of", a->path, r)) {
+  if (read_ok(sw, "list the children of", a->path, false, r)) {
     for (int i = 0; i < r->child_count; i++) {
       const char *name = r->children[i];
       size_t n = strlen(a->path) + strlen(name) + 2;
@@ -264,7 +314,7 @@ static void node_listed(void *arg, const struct zkw_zk_result *r) {
       if (push(sw, child, zkw_is_uuid((const uint8_t *)name, strlen(name))) != 0) {
         zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, "keep (out of memory) the children of", a->path,
                                   ZSYSTEMERROR, NULL);
-        sw->failed = true;
+        again(sw, zkw_strdup(a->path), false); /* the next pass lists it again */
         break;
       }
     }
@@ -291,12 +341,12 @@ static void pump(struct sweep *sw) {
     return;
   }
   uint64_t now = now_ms();
-  while (sw->n > 0 && sw->inflight < window(sw, now)) {
+  while (sw->stack.n > 0 && sw->inflight < window(sw, now)) {
     if (sw->visited >= sw->id->srv->cfg->sweep_max_nodes) {
       sw->capped = true;
       break;
     }
-    struct item it = sw->stack[--sw->n];
+    struct item it = sw->stack.v[--sw->stack.n];
     struct read_arg *a = zkw_malloc(sizeof *a);
     if (a) *a = (struct read_arg){sw, it.path};
     int rc = !a        ? -ENOMEM
@@ -306,8 +356,7 @@ static void pump(struct sweep *sw) {
       free(a);
       zkw_lockcheck_step_failed(sw->s, ZKW_HISTORY_SWEEP, it.read ? "read the lock" : "list the children of",
                                 it.path, rc == -ENOMEM ? ZSYSTEMERROR : ZCONNECTIONLOSS, NULL);
-      free(it.path);
-      sw->failed = true;
+      again(sw, it.path, it.read); /* not read: the next pass reads it */
       continue;
     }
     sw->inflight++;
@@ -316,7 +365,7 @@ static void pump(struct sweep *sw) {
     ZKW_METRIC_INC(sweep_reads);
   }
   if (sw->inflight) return;
-  if (sw->n > 0 && !sw->capped) return schedule(sw->id, SWEEP_POLL_MS); /* the JobManager goes first */
+  if (sw->stack.n > 0 && !sw->capped) return schedule(sw->id, SWEEP_POLL_MS); /* the JobManager goes first */
   walk_done(sw);
 }
 
@@ -326,83 +375,116 @@ static void deletes_wait(struct zkw_sweep_batch *b) {
   schedule(b->id, SWEEP_WAIT_MS);
 }
 
-/* A capped walk: said, and its frontier kept for the next pass. */
+/* A pass at the bound: said (the paths left go to the next pass). */
 static void report_capped(struct sweep *sw) {
   const char *identity = zkw_identity_name(sw->id);
-  const char *next = sw->n ? sw->stack[sw->n - 1].path : "";
-  ZKW_METRIC_INC(sweep_incomplete);
+  const char *next = sw->stack.n ? sw->stack.v[sw->stack.n - 1].path : "";
   zkw_log_warn("identity %s: sweep pass stopped at ZKWARDEN_SWEEP_MAX_NODES (%zu node(s) read); %zu path(s) "
                "left, from %s: the next pass goes on from there in %.1f s",
-               identity, sw->visited, sw->n, next, SWEEP_CONTINUE_MS / 1000.0);
+               identity, sw->visited, sw->stack.n, next, SWEEP_CONTINUE_MS / 1000.0);
   char why[ZKW_HISTORY_TEXT_MAX];
   snprintf(why, sizeof why,
            "stopped at %zu node(s) read (ZKWARDEN_SWEEP_MAX_NODES); %zu path(s) left for the next pass",
-           sw->visited, sw->n);
+           sw->visited, sw->stack.n);
   zkw_history_failed(ZKW_HISTORY_SWEEP_INCOMPLETE, next, why, 0, identity, zkw_identity_current(sw->id));
-  free_items(sweeper.frontier, sweeper.nfrontier);
-  sweeper.frontier = sw->stack;
-  sweeper.nfrontier = sw->n;
-  sweeper.frontier_basis = sw->basis;
-  sw->stack = NULL;
-  sw->n = sw->cap = 0;
 }
 
 /* The reads are over: what the pass covered, then its deletes. */
 static void walk_done(struct sweep *sw) {
-  if (sw->capped && !sw->batch.lost && !sw->id->stopping) report_capped(sw);
-  bool whole = !sw->capped && !sw->failed && !sw->batch.lost && !sw->id->stopping;
-  if (!sw->changes) {
-    /* A walk read every tree whole (from the trees, or going on from the
-     * last pass's frontier, which began the same way). */
-    sweeper.walked = whole;
+  bool over = sw->batch.lost || sw->id->stopping;
+  if (sw->capped && !over) report_capped(sw);
+  /* A walk (begun from the trees, or going on from what the last one left)
+   * that read every path it had: every node of the trees is read or left to
+   * read again. */
+  if (!sw->changes && !sw->capped && !sw->broken && !over) {
+    sweeper.walked = true;
     sweeper.walked_basis = sw->basis;
-    sw->whole = whole;
-  } else if (!whole) {
-    sweeper.walked = false;
   }
-  free_items(sw->stack, sw->n);
-  sw->stack = NULL;
-  sw->n = 0;
-  if (sw->batch.lost || sw->id->stopping) return pass_end(&sw->batch);
+  if (over) return pass_end(&sw->batch);
   zkw_sweepdel_start(&sw->batch);
+}
+
+/* A candidate the delete phase could not settle (zkw_sweepdel.h again). */
+static int batch_again(struct zkw_sweep_batch *b, const struct zkw_lock_check *c) {
+  struct sweep *sw = (struct sweep *)((char *)b - offsetof(struct sweep, batch));
+  char *path = zkw_strdup(c->path);
+  if (!path) return -ENOMEM;
+  again(sw, path, true);
+  return sw->broken ? -ENOMEM : 0;
+}
+
+/* What the pass leaves to the next one: the paths past the bound, then (read
+ * first) those to read again. Returns how many, or -1 when none can be kept
+ * (the next pass walks afresh). */
+static long keep_left(struct sweep *sw, bool over) {
+  struct zkw_sweep_batch *b = &sw->batch;
+  if (!over) /* candidates the delete phase did not take */
+    for (size_t i = b->next; i < b->nfound; i++)
+      if (batch_again(b, &b->found[i]) != 0) b->retry = true;
+  free_items(&sweeper.left);
+  if (over || sw->broken || b->retry || items_join(&sw->stack, &sw->redo) != 0) {
+    sweeper.walked = false;
+    free_items(&sw->stack);
+    free_items(&sw->redo);
+    return over ? 0 : -1;
+  }
+  sweeper.left = sw->stack;
+  sweeper.left_basis = sw->basis;
+  sw->stack = (struct items){0};
+  return (long)sweeper.left.n;
 }
 
 static void pass_end(struct zkw_sweep_batch *b) {
   struct sweep *sw = (struct sweep *)((char *)b - offsetof(struct sweep, batch));
   struct zkw_identity *id = sw->id;
   const char *identity = zkw_identity_name(id);
-  bool lost = b->lost;
-  /* A candidate left (a delete that failed, a step not sent, the phase cut
-   * short) is found again only by a walk: what changed since would not
-   * name it. */
-  if (b->retry || b->next < b->nfound) sweeper.walked = false;
-  /* Earlier incarnations' trees retire once this incarnation walked them
-   * whole and every candidate found there went (else the next walk reads
-   * them again). */
-  else if (sw->whole && !lost)
+  bool lost = b->lost, over = lost || id->stopping;
+  size_t past_bound = sw->capped ? sw->stack.n : 0, redo = sw->redo.n;
+  long left = keep_left(sw, over);
+  /* Complete: a walk of every tree read every node, and nothing is left.
+   * Only then do earlier incarnations' trees retire. */
+  bool complete = !over && left == 0;
+  if (complete && sweeper.walked && same_basis(&sweeper.walked_basis, &sw->basis))
     zkw_registry_trees_walked(id, sw->basis.incarnation, &sw->basis.trees);
   ZKW_METRIC_SET(sweep_last_reads, (int64_t)sw->visited);
+  ZKW_METRIC_SET(sweep_left, left > 0 ? left : 0);
+  if (!complete && !id->stopping) ZKW_METRIC_INC(sweep_incomplete);
   if (sw->changes)
     ZKW_METRIC_INC(sweep_change_passes);
   else
     ZKW_METRIC_INC(sweep_full_passes);
-  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
+  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX], rest[SWEEP_REDO_TEXT] = "";
   zkw_scope_format(&sw->basis.trees, trees, sizeof trees);
-  if (lost)
+  if (left > 0)
+    snprintf(rest, sizeof rest,
+             "; incomplete: %ld path(s) left for the next pass (%zu past ZKWARDEN_SWEEP_MAX_NODES, %zu to "
+             "read again: a read or delete failed)",
+             left, past_bound, (size_t)left - past_bound);
+  else if (left < 0)
+    snprintf(rest, sizeof rest,
+             "; incomplete: %zu path(s) to read again could not be kept (out of memory): the next pass "
+             "walks the trees afresh",
+             redo);
+  if (id->stopping)
+    zkw_log_info("identity %s: sweep stopped with zkwarden (%zu node(s) read, %d stale lock(s) deleted)",
+                 identity, sw->visited, b->deleted - b->zombies_deleted);
+  else if (lost)
     zkw_log_warn("identity %s: sweep cut short: the JobManager session closed (%zu node(s) read, %d stale "
                  "lock(s) deleted); it runs again once a JobManager session is attached",
                  identity, sw->visited, b->deleted - b->zombies_deleted);
   else
-    zkw_log_info(
-        "identity %s: sweep done (%s): %zu node(s) read in %.2f s (own trees %s), %d stale lock(s) and "
-        "%d zombie(s) deleted",
-        identity,
-        sw->changes     ? "what changed"
-        : sw->continued ? "the walk went on"
-                        : "walk",
-        sw->visited, (double)(now_ms() - sw->t0_ms) / 1000.0, trees, b->deleted - b->zombies_deleted,
-        b->zombies_deleted);
+    zkw_log(left ? ZKW_LOG_WARN : ZKW_LOG_INFO,
+            "identity %s: sweep done (%s): %zu node(s) read in %.2f s (own trees %s), %d stale lock(s) and "
+            "%d zombie(s) deleted%s",
+            identity,
+            sw->changes     ? "what changed"
+            : sw->continued ? "the walk went on"
+                            : "walk",
+            sw->visited, (double)(now_ms() - sw->t0_ms) / 1000.0, trees, b->deleted - b->zombies_deleted,
+            b->zombies_deleted, rest);
   zkw_sweep_batch_free(b);
+  free_items(&sw->stack);
+  free_items(&sw->redo);
   if (sw->s) zkw_session_unref(sw->s);
   free(sw);
   sweeper.current = NULL;
@@ -410,10 +492,10 @@ static void pass_end(struct zkw_sweep_batch *b) {
   if (!id->stopping) {
     if (lost || id->sweep_again)
       zkw_sweep_soon(id);
-    else if (sweeper.frontier)
-      schedule(id, SWEEP_CONTINUE_MS);
+    else if (past_bound && left > 0)
+      schedule(id, SWEEP_CONTINUE_MS); /* the walk goes on; what failed is read again then too */
     else
-      schedule_periodic(id);
+      schedule_periodic(id); /* what failed is read again by the next periodic pass */
   }
   /* Sessions held back their lock requests during the deletes (stopping:
    * they are about to close). */
@@ -421,25 +503,29 @@ static void pass_end(struct zkw_sweep_batch *b) {
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_resume(s);
 }
 
-/* The reads of a pass: what the watch kept, the last pass's frontier, or
- * the trees. Returns 0 or -ENOMEM. */
+/* Takes what the last pass left as this pass's stack. */
+static void take_left(struct sweep *sw) {
+  sw->stack = sweeper.left;
+  sweeper.left = (struct items){0};
+  sw->continued = true;
+}
+
+/* The reads of a pass: what the last pass left (the same basis), then what
+ * the watch kept since the last pass once a walk read every tree; else a
+ * walk of the trees afresh. Returns 0 or -ENOMEM. */
 static int plan(struct sweep *sw) {
-  if (sweeper.frontier && same_basis(&sweeper.frontier_basis, &sw->basis)) {
-    sw->stack = sweeper.frontier;
-    sw->n = sw->cap = sweeper.nfrontier;
-    sweeper.frontier = NULL;
-    sweeper.nfrontier = 0;
-    sw->continued = true;
+  bool left = sweeper.left.n && same_basis(&sweeper.left_basis, &sw->basis);
+  if (left && !sweeper.walked) {
+    take_left(sw); /* a walk goes on */
     return 0;
   }
-  free_items(sweeper.frontier, sweeper.nfrontier);
-  sweeper.frontier = NULL;
-  sweeper.nfrontier = 0;
   char **paths;
   size_t n;
   sw->changes = sweeper.walked && same_basis(&sweeper.walked_basis, &sw->basis) &&
                 zkw_sweepwatch_complete(sw->s, &sw->basis.trees) && zkw_sweepwatch_take(&paths, &n) == 0;
   if (sw->changes) {
+    if (left) take_left(sw);
+    free_items(&sweeper.left);
     int rc = 0;
     for (size_t i = 0; i < n; i++)
       if (rc == 0)
@@ -449,7 +535,10 @@ static int plan(struct sweep *sw) {
     free(paths);
     return rc;
   }
-  /* A walk: the watch first (in-band, ahead of the reads), then the trees. */
+  /* A walk afresh: it reads whatever was left. The watch first (in-band,
+   * ahead of the reads), then the trees. */
+  free_items(&sweeper.left);
+  sweeper.walked = false;
   (void)zkw_sweepwatch_arm(sw->s, &sw->basis.trees);
   for (int i = sw->basis.trees.count - 1; i >= 0; i--)
     if (push(sw, zkw_strdup(sw->basis.trees.tree[i]), false) != 0) return -ENOMEM;
@@ -466,6 +555,7 @@ static void sweep_start(struct zkw_identity *id) {
   int left = zkw_identity_own_trees(id, &trees);
   uint64_t now = now_ms();
   if (!s) return schedule(id, SWEEP_NO_JM_MS);
+  zkw_sweepwatch_ask(s); /* while the pass waits for a burst to end, the server's version comes */
   if (left)
     zkw_log_info("identity %s: sweep: %d tree(s) of earlier incarnations find no room beside the operator's "
                  "and the current incarnation's (%d in all): not read",
@@ -484,6 +574,9 @@ static void sweep_start(struct zkw_identity *id) {
     if (burst && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS) return schedule(id, BURST_SLOT_MS);
     sweeper.first_since = 0;
   }
+  /* The first walk on a connection sets the watch once its server said it
+   * takes it: that answer is a moment away. */
+  if (zkw_sweepwatch_answer_due(s, uv_now(id->srv->loop))) return schedule(id, SWEEP_VERSION_MS);
   struct sweep *sw = zkw_calloc(1, sizeof *sw);
   if (!sw) {
     zkw_log_warn("identity %s: out of memory starting a sweep; trying again in %d ms", zkw_identity_name(id),
@@ -494,15 +587,19 @@ static void sweep_start(struct zkw_identity *id) {
   sw->s = s;
   sw->t0_ms = now;
   sw->basis = basis_of(id, s, &trees);
-  sw->batch = (struct zkw_sweep_batch){
-      .id = id, .s = s, .session_id = s->session_id, .done = pass_end, .wait = deletes_wait};
+  sw->batch = (struct zkw_sweep_batch){.id = id,
+                                       .s = s,
+                                       .session_id = s->session_id,
+                                       .done = pass_end,
+                                       .wait = deletes_wait,
+                                       .again = batch_again};
   zkw_session_ref(s); /* until the pass ends */
   id->sweeping = true;
   sweeper.current = sw;
   if (plan(sw) != 0) {
     zkw_lockcheck_step_failed(s, ZKW_HISTORY_SWEEP, "plan (out of memory) the sweep of", trees.tree[0],
                               ZSYSTEMERROR, NULL);
-    sw->failed = true;
+    sw->broken = true;
   }
   pump(sw);
 }
@@ -560,9 +657,7 @@ void zkw_sweep_stop(void) {
     else
       pump(sw);
   }
-  free_items(sweeper.frontier, sweeper.nfrontier);
-  sweeper.frontier = NULL;
-  sweeper.nfrontier = 0;
+  free_items(&sweeper.left);
   sweeper.walked = false;
   zkw_sweepwatch_reset();
 }

@@ -73,13 +73,18 @@ static bool still_candidate(struct zkw_sweep_batch *b, const struct zkw_lock_che
          !zkw_lockcheck_why_not(now, b->session_id, zkw_identity_current(b->id));
 }
 
+/* A candidate not settled: the next pass reads it again. */
+static void left(struct zkw_sweep_batch *b, const struct zkw_lock_check *c) {
+  if (b->again(b, c) != 0) b->retry = true;
+}
+
 /* An in-band request of the delete phase could not be sent (rc from
  * zkw_inband_*): logged and counted, and the candidate is left for the next
- * pass, which walks (retry). */
+ * pass. */
 static void not_sent(struct zkw_sweep_batch *b, const char *step, const struct zkw_lock_check *c, int rc) {
   zkw_lockcheck_step_failed(b->s, ZKW_HISTORY_SWEEP, step, c->path,
                             rc == -ENOMEM ? ZSYSTEMERROR : ZCONNECTIONLOSS, c);
-  b->retry = true;
+  left(b, c);
 }
 
 static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
@@ -89,7 +94,7 @@ static void sweep_reread(void *arg, const struct zkw_zk_result *r) {
   struct zkw_lock_check now = {.path = c->path};
   if (!zkw_sweep_step(b, c->zombie ? "read the zombie" : "read the lock", c->path, r->rc))
     return end_phase(b);
-  if (r->rc != ZOK && r->rc != ZNONODE) b->retry = true; /* still there, maybe: logged by zkw_sweep_step */
+  if (r->rc != ZOK && r->rc != ZNONODE) left(b, c); /* still there, maybe: logged by zkw_sweep_step */
   if (r->rc == ZOK) zkw_lockcheck_fill(&now, r);
   if (r->rc == ZOK && still_candidate(b, c, &now)) {
     int rc = zkw_inband_delete(b->s, c->path, now.version, sweep_deleted, b);
@@ -118,8 +123,8 @@ static void zombie_deleted(struct zkw_sweep_batch *b, const struct zkw_lock_chec
   } else if (rc == ZNONODE) {
     /* The JobManager's server still shows it, the quorum has no such
      * node: a zombie in one server's tree alone. Deleting cannot end it;
-     * the next sweep looks again (no retry loop): it walks (retry). */
-    b->retry = true;
+     * the next sweep looks again (no retry loop). */
+    left(b, c);
     if (zkw_lockcheck_report_once(c->czxid)) ZKW_METRIC_INC(zombie_ephemerals);
     zkw_log_warn("identity %s: zombie ephemeral %s of session 0x%" PRIx64 " (ended at %s) is served by %s "
                  "alone: its delete got NONODE, the quorum has no such node; restart %s (%s)",
@@ -146,7 +151,7 @@ static void zombie_recheck(void *arg, const struct zkw_zk_result *r) {
   b->inflight--;
   if (!zkw_sweep_step(b, "read the zombie", c->path, r->rc)) return end_phase(b);
   if (r->rc != ZOK && r->rc != ZNONODE)
-    b->retry = true; /* unknown: logged by zkw_sweep_step; the next pass looks again */
+    left(b, c); /* unknown: logged by zkw_sweep_step; the next pass looks again */
   else if (r->rc == ZOK && r->stat.czxid == c->czxid)
     zombie_deleted(b, c, ZNONODE);
   else
@@ -162,8 +167,8 @@ static void sweep_deleted(void *arg, const struct zkw_zk_result *r) {
   if (!zkw_sweep_step(b, c->zombie ? "delete the zombie" : "delete the stale lock", c->path, r->rc))
     return end_phase(b);
   /* Not deleted, and maybe still a candidate (NOAUTH, BADVERSION, ...:
-   * logged by zkw_sweep_step): the next pass walks and finds it again. */
-  if (r->rc != ZOK && r->rc != ZNONODE) b->retry = true;
+   * logged by zkw_sweep_step): the next pass reads it again. */
+  if (r->rc != ZOK && r->rc != ZNONODE) left(b, c);
   if (c->zombie && r->rc == ZNONODE) {
     int rc = zkw_inband_get(b->s, c->path, zombie_recheck, b);
     if (rc == 0) {

@@ -31,10 +31,13 @@ struct zkw_sweep_batch {
   int inflight;
   int deleted, zombies_deleted;
   bool lost; /* the session closed: the phase ended */
-  /* A candidate was left for a reason other than being no longer one (a
-   * read or delete failed or could not be sent, a zombie served by one
-   * server alone): the next pass walks the trees whole (zkw_sweep.c). So
-   * does one that ends with candidates not yet taken (next < nfound). */
+  /* A candidate left for a reason other than being no longer one (a read or
+   * delete failed or could not be sent, a zombie served by one server alone)
+   * is handed to again, so that the next pass reads it again (zkw_sweep.c;
+   * so are the candidates not yet taken when the phase ends: next < nfound).
+   * When again fails (out of memory), retry: the next pass walks the trees
+   * afresh. */
+  int (*again)(struct zkw_sweep_batch *b, const struct zkw_lock_check *c);
   bool retry;
   /* The phase ended (all done, the session lost, the identity stopping). */
   void (*done)(struct zkw_sweep_batch *b);

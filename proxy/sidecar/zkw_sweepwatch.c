@@ -1,7 +1,9 @@
 /* zkw_sweepwatch.c: the sweep's persistent recursive watch on the own trees
  * (see zkw_sweepwatch.h): setting it in-band, answering its notifications
  * (passed on only when the JobManager's own watches asked for them), the
- * paths they name kept for the next pass, and which servers can take it. */
+ * paths they name kept for the next pass, and whether the server the
+ * JobManager's connection is on can take it (its own `srvr` answer, asked
+ * after that connection began). */
 #include "zkw_fault.h"
 #include "zkw_sweepwatch.h"
 
@@ -17,12 +19,17 @@
 #include "zkw_relay.h"
 #include "zkw_zk.h"
 
-#define WATCH_RECURSIVE 1 /* addWatch mode: persistent recursive */
-#define WATCHER_ANY     3 /* removeWatches type: any (3.6+: persistent recursive included) */
+#define WATCH_RECURSIVE  1     /* addWatch mode: persistent recursive */
+#define WATCHER_ANY      3     /* removeWatches type: any (3.6+: persistent recursive included) */
+#define VERSION_RETRY_MS 10000 /* a version probe that got no answer is asked again after */
+#define VERSION_WAIT_MS  2000  /* the first walk on a connection waits this long for the answer */
 
 /* Trees below "/": any absolute path (for the scopes of trees asked and set). */
 static const struct zkw_lock_roots ANY_ROOT = {1, {"/"}};
 
+/* What the server of a connection is known to take: nothing yet, no
+ * addWatch (older than 3.6, refused it, or its `srvr` names no version: a
+ * whitelist without srvr), addWatch. */
 enum { VERSION_UNKNOWN, VERSION_OLD, VERSION_NEW };
 
 /* One path kept: created or changed below a watched tree since it was set. */
@@ -43,8 +50,20 @@ static struct {
   struct kept **bucket;
   uint32_t nbuckets;
   size_t count;
-  uint8_t version[ZKW_MAX_UPSTREAMS];
   uint32_t refused; /* bit i: server i answered addWatch with UNIMPLEMENTED */
+  /* The server of the JobManager's connection (zkw_sweepwatch_arm's s):
+   * the connection (conn, move_t0), its server's address as connected, and
+   * that server's version, from a `srvr` asked after `since`, so from the
+   * very server process that holds the connection. */
+  struct {
+    uint64_t conn, move_t0;
+    uint64_t gen; /* numbers the connections asked about: an answer names its own */
+    uint32_t idx;
+    struct sockaddr_storage addr;
+    uint64_t since_ms, asked_ms; /* noted then (the connection was up); last asked then */
+    int verdict;
+  } server;
+  void (*ask)(void); /* the probe's loop, asked to ask at once */
 } w;
 
 static uint32_t hash_path(const char *p, size_t n) {
@@ -174,27 +193,84 @@ static void unkeep(const char *p, size_t n) {
   w.count--;
 }
 
-/* ---- which servers take addWatch ---- */
+/* ---- whether the JobManager's server takes addWatch ---- */
 
-void zkw_sweepwatch_server_answer(uint32_t idx, const char *answer) {
-  const char *v = strstr(answer, "Zookeeper version: ");
-  int major, minor;
-  if (idx >= ZKW_MAX_UPSTREAMS || !v || sscanf(v + 19, "%d.%d", &major, &minor) != 2) return;
-  w.version[idx] = major > 3 || (major == 3 && minor >= 6) ? VERSION_NEW : VERSION_OLD;
+static uint64_t now_ms(const struct zkw_session *s) {
+  return uv_now(s->srv->loop);
 }
 
-/* The session's server takes addWatch: known to (3.6+), or unknown while
- * every server known is (one ensemble, one version), and never refused it. */
+/* The server of s's connection takes addWatch: its own `srvr` answer, asked
+ * after this connection began, named 3.6 or newer, and it never refused it.
+ * Else the connection is noted, so that the readiness probe's loop asks that
+ * server (zkw_sweepwatch_version_wanted), and false: a pass walks. Nothing
+ * else is taken for it: another server's version (a rolling upgrade from 3.5
+ * runs both), nor this server's before the connection began (it may have
+ * been replaced by an older one since). */
 static bool supported(const struct zkw_session *s) {
-  uint32_t idx = s->up_idx;
-  if (idx >= ZKW_MAX_UPSTREAMS || (w.refused & (1u << idx))) return false;
-  if (w.version[idx] != VERSION_UNKNOWN) return w.version[idx] == VERSION_NEW;
-  bool any_new = false;
-  for (int i = 0; i < ZKW_MAX_UPSTREAMS; i++) {
-    if (w.version[i] == VERSION_OLD) return false;
-    any_new |= w.version[i] == VERSION_NEW;
-  }
-  return any_new;
+  if (s->up_idx >= ZKW_MAX_UPSTREAMS || (w.refused & (1u << s->up_idx)) || s->moving ||
+      !s->upstream.connected)
+    return false;
+  if (w.server.conn == s->conn && w.server.move_t0 == s->move_t0 && w.server.idx == s->up_idx)
+    return w.server.verdict == VERSION_NEW;
+  struct sockaddr_storage addr;
+  int len = sizeof addr;
+  if (uv_tcp_getpeername(&s->upstream.tcp, (struct sockaddr *)&addr, &len) != 0) return false;
+  w.server.conn = s->conn;
+  w.server.move_t0 = s->move_t0;
+  w.server.gen++;
+  w.server.idx = s->up_idx;
+  w.server.addr = addr;
+  w.server.since_ms = now_ms(s);
+  w.server.asked_ms = 0;
+  w.server.verdict = VERSION_UNKNOWN;
+  zkw_log_debug("sweep: asking %s its version before the watch is set on the JobManager's connection",
+                s->up_name);
+  if (w.ask) w.ask();
+  return false;
+}
+
+void zkw_sweepwatch_on_ask(void (*ask)(void)) {
+  w.ask = ask;
+}
+
+bool zkw_sweepwatch_answer_due(const struct zkw_session *s, uint64_t now) {
+  return w.server.conn == s->conn && w.server.move_t0 == s->move_t0 && w.server.verdict == VERSION_UNKNOWN &&
+         now - w.server.since_ms < VERSION_WAIT_MS;
+}
+
+void zkw_sweepwatch_ask(const struct zkw_session *s) {
+  if (s->srv->cfg->sweep_watch && !s->srv->cfg->observe) (void)supported(s);
+}
+
+bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, uint32_t *idx,
+                                   uint64_t *gen) {
+  if (!w.server.conn || w.server.verdict != VERSION_UNKNOWN) return false;
+  if (w.server.asked_ms && now - w.server.asked_ms < VERSION_RETRY_MS) return false;
+  w.server.asked_ms = now ? now : 1;
+  *addr = w.server.addr;
+  *idx = w.server.idx;
+  *gen = w.server.gen;
+  return true;
+}
+
+void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer) {
+  /* No answer, or a server not serving (no quorum): asked again later. */
+  if (gen != w.server.gen || w.server.verdict != VERSION_UNKNOWN || !answer || !*answer ||
+      strstr(answer, "not currently serving"))
+    return;
+  const char *v = strstr(answer, "Zookeeper version: ");
+  int major, minor;
+  if (v && sscanf(v + 19, "%d.%d", &major, &minor) == 2)
+    w.server.verdict = major > 3 || (major == 3 && minor >= 6) ? VERSION_NEW : VERSION_OLD;
+  else /* answered without a version (srvr not whitelisted): not asked again on this connection */
+    w.server.verdict = VERSION_OLD;
+  zkw_log_info("sweep: upstream server #%u %s: %s", w.server.idx + 1,
+               w.server.verdict == VERSION_NEW ? "is ZooKeeper 3.6 or newer"
+               : v                             ? "is older than ZooKeeper 3.6"
+                                               : "does not tell its version (srvr)",
+               w.server.verdict == VERSION_NEW
+                   ? "the sweep's next walk sets its watch on the JobManager's connection"
+                   : "no addWatch is sent on the JobManager's connection there; every sweep pass walks");
 }
 
 /* ---- setting the watch ---- */
@@ -214,6 +290,7 @@ static void armed_cb(void *arg, const struct zkw_zk_result *r) {
       w.spoiled = true;
       if (r->rc == ZUNIMPLEMENTED && a->idx < ZKW_MAX_UPSTREAMS) {
         w.refused |= 1u << a->idx;
+        w.server.verdict = VERSION_OLD;
         zkw_log_warn("sweep: upstream server #%u refused addWatch (ZooKeeper older than 3.6): every sweep "
                      "pass through it walks the own trees",
                      a->idx + 1);
@@ -226,7 +303,9 @@ static void armed_cb(void *arg, const struct zkw_zk_result *r) {
 }
 
 bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_scope *trees) {
-  if (!s->srv->cfg->sweep_watch || !supported(s)) {
+  /* Observe mode sends nothing in-band of its own making beyond the reads
+   * that decide its would-actions: no watch. */
+  if (!s->srv->cfg->sweep_watch || s->srv->cfg->observe || !supported(s)) {
     drop();
     return false;
   }

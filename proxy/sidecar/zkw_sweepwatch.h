@@ -18,15 +18,17 @@
  * in-band, removeWatches type any, where the JobManager does not watch the
  * tree's own path itself, so that the rest of the interval's changes stop
  * coming); the next pass then walks the trees again and sets it again. An older server (3.5) closes a
- * connection that sends addWatch, so the watch is set only where the servers are known to be 3.6 or newer
- * (their `srvr` answers, from the readiness probe) and never again on a server that refused it; elsewhere
- * every pass is a walk. */
+ * connection that sends addWatch, so the watch is set on a connection only once the server it is on has
+ * said it is 3.6 or newer: its own `srvr` answer, asked at the connection's address after the connection
+ * began (the readiness probe's loop asks it, zkw_sweepwatch_version_wanted), and never on a server that
+ * refused it; until then, and where it is not, every pass is a walk. Observe mode sets no watch. */
 #ifndef ZKW_SWEEPWATCH_H
 #define ZKW_SWEEPWATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "zkw_codec.h"
 #include "zkw_scope.h"
@@ -35,10 +37,28 @@ struct zkw_session;
 
 #define ZKW_SWEEPWATCH_MAX 16384 /* paths kept between passes; more: the next pass walks */
 
-/* A server's answer to `srvr` (the readiness probe, zkw_health.c): its
- * version, by its index in ZKWARDEN_UPSTREAM. */
-void zkw_sweepwatch_server_answer(uint32_t idx, const char *answer);
+/* The readiness probe's loop (zkw_health.c) asks, at each of its ticks
+ * (now: uv_now), whether a server's version is wanted: true with the
+ * address of the server the JobManager's connection is on (as connected),
+ * its index in ZKWARDEN_UPSTREAM (for TLS: the name to verify) and the
+ * number to give back with the answer. Asked again after a probe that got no
+ * answer, at most every 10 s. */
+bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, uint32_t *idx, uint64_t *gen);
+/* That server's answer to `srvr` (NULL or empty: none). */
+void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer);
+/* ask is called when a version becomes wanted (NULL: none), so that the
+ * probe's loop asks at once rather than at its next tick (zkw_health.c sets
+ * it: the call goes up through this pointer). */
+void zkw_sweepwatch_on_ask(void (*ask)(void));
+/* True while the version of s's server is asked and not answered, for at
+ * most 2 s after it was first wanted: the first walk on a connection waits
+ * for it, so that it can set the watch. */
+bool zkw_sweepwatch_answer_due(const struct zkw_session *s, uint64_t now);
 
+/* The sweep will read on s: if the version of its server is not known for
+ * this connection yet, it is asked now (the readiness probe's next tick), so
+ * that the walk may set the watch. */
+void zkw_sweepwatch_ask(const struct zkw_session *s);
 /* Before a walk of trees on s: the watch is set on each tree not yet
  * watched there (in-band, ahead of the walk's reads), and what was kept is
  * forgotten (the walk reads it all). False when no watch can be had here

@@ -1,8 +1,10 @@
-/* zkw_zk.c: libzookeeper_mt completions and watchers handed to the loop. */
+/* zkw_zk.c: libzookeeper_mt completions and watchers handed to the loop,
+ * and the judgement of an ACL against the session's own digest id. */
 #include "zkw_fault.h"
 #include "zkw_zk.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@ struct zk_op {
   enum op_kind kind;
   zkw_zk_cb cb;
   void *arg;
+  const char *detail; /* the fault point's detail (NULL: the call's kind alone) */
   struct zkw_zk_result r;
   int ev_type, ev_state; /* OP_EVENT */
   char *ev_path;
@@ -32,6 +35,9 @@ struct zkw_zk {
   zhandle_t *zh;
   char *hosts;
   char *auth;
+  /* The digest id auth authenticates as (user:base64(sha1(user:password)),
+   * as the server computes it), "" without auth. */
+  char digest_id[300];
   int timeout_ms;
   zkw_zk_event_cb on_event;
   void *arg;
@@ -44,6 +50,8 @@ struct zkw_zk {
    * thread: its state, delivered by the next drain (0: none). */
   atomic_int lost_state;
   bool enforced_logged;
+  clientid_t resume; /* the session to re-attach at the first open (a predecessor's: zkw_zk_open_resumed) */
+  bool has_resume;
 };
 
 static void push(struct zkw_zk *zk, struct zk_op *op) {
@@ -121,7 +129,7 @@ static void drain(uv_async_t *h) {
       }
     } else {
       zk->outstanding--;
-      if (ZKW_FAULT(zk)) op->r.rc = zkw_fault_code(ZCONNECTIONLOSS);
+      if (ZKW_FAULT_AT(zk, ZKW_FAULT_WHERE, op->detail)) op->r.rc = zkw_fault_code(ZCONNECTIONLOSS);
       if (op->r.rc == ZSESSIONCLOSEDREQUIRESASLAUTH) enforced_auth(zk);
       op->cb(op->arg, &op->r);
       free_result(&op->r);
@@ -162,7 +170,10 @@ void zkw_zk_client_log(const char *message) {
 
 static int open_handle(struct zkw_zk *zk) {
   zk->connected = false;
-  zk->zh = zookeeper_init2(zk->hosts, watcher, zk->timeout_ms, NULL, zk, 0, zkw_zk_client_log);
+  zk->zh = zookeeper_init2(zk->hosts, watcher, zk->timeout_ms, zk->has_resume ? &zk->resume : NULL, zk, 0,
+                           zkw_zk_client_log);
+  memset(&zk->resume, 0, sizeof zk->resume); /* once: a session re-created later is a new one */
+  zk->has_resume = false;
   if (!zk->zh) return -errno;
   /* The C client would resolve the host list again at every turn of its I/O
    * thread (getaddrinfo with a netlink dump: about 10 syscalls); resolve at
@@ -175,7 +186,25 @@ static int open_handle(struct zkw_zk *zk) {
   return 0;
 }
 
+/* The digest id of user:password: what the server's digest provider makes
+ * of it (user, then the base64 of the SHA-1 of the whole string). Returns
+ * 0, or -1 (out is ""). */
+static int digest_id(const char *auth, char *out, size_t cap) {
+  out[0] = 0;
+  const char *colon = strchr(auth, ':');
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  size_t user = colon ? (size_t)(colon - auth) : 0;
+  if (!colon || !EVP_Digest(auth, strlen(auth), md, &n, EVP_sha1(), NULL) ||
+      user + 2 + 4 * ((n + 2) / 3) > cap)
+    return -1;
+  memcpy(out, auth, user + 1);
+  EVP_EncodeBlock((unsigned char *)out + user + 1, md, (int)n);
+  return 0;
+}
+
 static void free_zk(struct zkw_zk *zk) {
+  memset(zk->digest_id, 0, sizeof zk->digest_id);
   if (zk->auth) memset(zk->auth, 0, strlen(zk->auth));
   free(zk->auth);
   free(zk->hosts);
@@ -190,14 +219,37 @@ static void opening_failed_closed(uv_handle_t *h) {
 
 int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
                 zkw_zk_event_cb on_event, void *arg) {
+  return zkw_zk_open_resumed(out, loop, hosts, timeout_ms, auth, on_event, arg, 0, NULL);
+}
+
+bool zkw_zk_client_id(const struct zkw_zk *zk, int64_t *id, uint8_t passwd[16]) {
+  const clientid_t *c = zk->zh && zk->connected ? zoo_client_id(zk->zh) : NULL;
+  if (!c || !c->client_id) return false;
+  *id = c->client_id;
+  memcpy(passwd, c->passwd, 16);
+  return true;
+}
+
+int zkw_zk_open_resumed(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms,
+                        const char *auth, zkw_zk_event_cb on_event, void *arg, int64_t session,
+                        const uint8_t *passwd) {
   struct zkw_zk *zk = zkw_calloc(1, sizeof *zk);
   if (!zk) return -ENOMEM;
+  if (session && passwd) {
+    zk->resume.client_id = session;
+    memcpy(zk->resume.passwd, passwd, sizeof zk->resume.passwd);
+    zk->has_resume = true;
+  }
   zk->loop = loop;
   zk->hosts = zkw_strdup(zkw_tls_route(hosts)); /* the internal relay under TLS */
   zk->auth = auth ? zkw_strdup(auth) : NULL;
   if (!zk->hosts || (auth && !zk->auth)) {
     free_zk(zk);
     return -ENOMEM;
+  }
+  if (auth && digest_id(auth, zk->digest_id, sizeof zk->digest_id) != 0) {
+    free_zk(zk);
+    return -EINVAL; /* no user:password (the configuration checks it) */
   }
   zk->timeout_ms = timeout_ms;
   zk->on_event = on_event;
@@ -262,13 +314,14 @@ const char *zkw_zk_error(int rc) {
 
 /* ---- completions (on libzookeeper's thread) ---- */
 
-static struct zk_op *new_op(struct zkw_zk *zk, zkw_zk_cb cb, void *arg) {
+static struct zk_op *new_op(struct zkw_zk *zk, zkw_zk_cb cb, void *arg, const char *detail) {
   struct zk_op *op = zkw_calloc(1, sizeof *op);
   if (!op) return NULL;
   op->zk = zk;
   op->kind = OP_RESULT;
   op->cb = cb;
   op->arg = arg;
+  op->detail = detail;
   op->r.data_len = -1;
   return op;
 }
@@ -337,26 +390,40 @@ static void strings_done(int rc, const struct String_vector *v, const void *data
   push(op->zk, op);
 }
 
+/* The ACL, judged against the session's digest id (zkw_zk_result.h). */
 static void acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data) {
   struct zk_op *op = (struct zk_op *)data;
+  const char *ours = op->zk->digest_id;
   op->r.rc = rc;
   if (rc == ZOK) copy_stat(op, stat);
   for (int i = 0; rc == ZOK && acl && i < acl->count; i++) {
     const struct ACL *a = &acl->data[i];
-    if (a->id.scheme && a->id.id && strcmp(a->id.scheme, "world") == 0 && strcmp(a->id.id, "anyone") == 0) {
+    const char *scheme = a->id.scheme ? a->id.scheme : "", *id = a->id.id ? a->id.id : "";
+    if (strcmp(scheme, "world") == 0 && strcmp(id, "anyone") == 0) {
       op->r.acl_world = true;
       if (a->perms & ZOO_PERM_READ) op->r.acl_world_read = true;
     }
+    if (ours[0] && strcmp(scheme, "digest") == 0 && strcmp(id, ours) == 0) {
+      if ((a->perms & ZOO_PERM_ALL) == ZOO_PERM_ALL) op->r.acl_ours = true;
+      continue;
+    }
+    op->r.acl_others |= a->perms;
+    /* A digest id is user:hash of the password: the user alone is shown. */
+    int idlen = strcmp(scheme, "digest") == 0 && strchr(id, ':') ? (int)(strchr(id, ':') - id) : 50;
+    if ((a->perms & ~ZOO_PERM_READ) && !op->r.acl_other[0])
+      snprintf(op->r.acl_other, sizeof op->r.acl_other, "%.40s:%.*s", scheme, idlen < 50 ? idlen : 50, id);
   }
   push(op->zk, op);
 }
 
-/* Runs the call; on an immediate error frees the op and returns the error. */
-#define ZKW_ZK_CALL(zk, cb, arg, call)                                                                       \
+/* Runs the call; on an immediate error frees the op and returns the error.
+ * detail names the fault points of the call and its completion apart from
+ * the others of its kind (NULL: the call's kind alone). */
+#define ZKW_ZK_CALL_AT(zk, cb, arg, detail, call)                                                            \
   do {                                                                                                       \
     if (!(zk)->zh || (zk)->closing) return ZINVALIDSTATE;                                                    \
-    if (ZKW_FAULT(zk)) return zkw_fault_code(ZCONNECTIONLOSS);                                               \
-    struct zk_op *op = new_op((zk), (cb), (arg));                                                            \
+    if (ZKW_FAULT_AT(zk, ZKW_FAULT_WHERE, (detail))) return zkw_fault_code(ZCONNECTIONLOSS);                 \
+    struct zk_op *op = new_op((zk), (cb), (arg), (detail));                                                  \
     if (!op) return ZSYSTEMERROR;                                                                            \
     int rc_ = (call);                                                                                        \
     if (rc_ != ZOK)                                                                                          \
@@ -365,6 +432,7 @@ static void acl_done(int rc, struct ACL_vector *acl, struct Stat *stat, const vo
       (zk)->outstanding++;                                                                                   \
     return rc_;                                                                                              \
   } while (0)
+#define ZKW_ZK_CALL(zk, cb, arg, call) ZKW_ZK_CALL_AT(zk, cb, arg, NULL, call)
 
 int zkw_zk_get(struct zkw_zk *zk, const char *path, bool watch, zkw_zk_cb cb, void *arg) {
   ZKW_ZK_CALL(zk, cb, arg, zoo_aget(zk->zh, path, watch, data_done, op));
@@ -395,13 +463,15 @@ int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb
   ZKW_ZK_CALL(zk, cb, arg, zoo_adelete(zk->zh, path, version, void_done, op));
 }
 
-int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg) {
-  ZKW_ZK_CALL(zk, cb, arg, zoo_aget_acl(zk->zh, path, acl_done, op));
+int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, const char *what, zkw_zk_cb cb, void *arg) {
+  ZKW_ZK_CALL_AT(zk, cb, arg, what, zoo_aget_acl(zk->zh, path, acl_done, op));
 }
 
-int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, zkw_zk_cb cb, void *arg) {
+int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, const char *what, zkw_zk_cb cb,
+                           void *arg) {
   if (!zk->auth) return ZINVALIDACL; /* creator-only needs credentials */
-  ZKW_ZK_CALL(zk, cb, arg, zoo_aset_acl(zk->zh, path, aversion, &ZOO_CREATOR_ALL_ACL, void_done, op));
+  ZKW_ZK_CALL_AT(zk, cb, arg, what,
+                 zoo_aset_acl(zk->zh, path, aversion, &ZOO_CREATOR_ALL_ACL, void_done, op));
 }
 
 int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg) {

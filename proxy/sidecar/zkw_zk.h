@@ -27,6 +27,14 @@ typedef void (*zkw_zk_event_cb)(void *arg, int type, int state, const char *path
 /* hosts: "h:p,h:p"; auth: "user:password" for the digest scheme or NULL. */
 int zkw_zk_open(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms, const char *auth,
                 zkw_zk_event_cb on_event, void *arg) __attribute__((warn_unused_result));
+/* The same, re-attaching the session `session` (its password: 16 bytes) that
+ * a predecessor process left open (zkw_journal.h); one that expired gives
+ * way to a new session as usual. */
+int zkw_zk_open_resumed(struct zkw_zk **out, uv_loop_t *loop, const char *hosts, int timeout_ms,
+                        const char *auth, zkw_zk_event_cb on_event, void *arg, int64_t session,
+                        const uint8_t *passwd) __attribute__((warn_unused_result));
+/* The connected session's id and password (for a successor), or false. */
+bool zkw_zk_client_id(const struct zkw_zk *zk, int64_t *id, uint8_t passwd[16]);
 /* Closes the session (its ephemerals go at once) and frees everything.
  * Blocks briefly: call at shutdown, outside callbacks. Pending callbacks
  * are not called. */
@@ -48,12 +56,16 @@ int zkw_zk_create(struct zkw_zk *zk, const char *path, const char *data, int len
 int zkw_zk_set(struct zkw_zk *zk, const char *path, const char *data, int len, int version, zkw_zk_cb cb,
                void *arg);
 int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb, void *arg);
-/* The node's ACL: r->acl_world, r->acl_world_read, r->stat.aversion. */
-int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
+/* The node's ACL: r->acl_world, r->acl_world_read, r->stat.aversion, and
+ * the judgement against the session's own digest id (acl_ours, acl_others,
+ * acl_other: zkw_zk_result.h). what names the call's fault points (the
+ * test build's ZKW_TEST_FAULT=zk:N@what), e.g. "acl-parent". */
+int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, const char *what, zkw_zk_cb cb, void *arg);
 /* Makes the node creator-only (the session's digest credentials, all
  * permissions), if its ACL version is still aversion. ZINVALIDACL without
- * credentials. */
-int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, zkw_zk_cb cb, void *arg);
+ * credentials. what: as for zkw_zk_get_acl. */
+int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, const char *what, zkw_zk_cb cb,
+                           void *arg);
 int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
 
 const char *zkw_zk_error(int rc);

@@ -13,7 +13,10 @@
   scrape annotations, resources, the registry Secret mounted where
   ZKWARDEN_REGISTRY_AUTH_FILE points, the JobManager's quorum on localhost;
   the TaskManager StatefulSet carries the very same sidecar container and
-  the same flink-conf; the relay beside the Flink Kubernetes operator
+  the same flink-conf; zkwarden's keeper (issue 37) is a native sidecar of
+  its own declared before zkwarden, on an image pinned apart from
+  zkwarden's, and zkwarden relays through it (ZKWARDEN_KEEPER=on), the pods
+  upgraded in place (updateStrategy OnDelete); the relay beside the Flink Kubernetes operator
   (deploy/k8s/operator) listens where that flink-conf's quorum points;
 - the systemd unit (systemd-analyze verify when available) and its
   environment file;
@@ -132,7 +135,7 @@ def test_dockerfile_builds_with_the_install_script_and_runs_minimal(zkw_bin):
     assert ("COPY", "deploy/install-deps.sh deploy/install-deps.sh") in build
     runs = [a for i, a in build if i == "RUN"]
     assert any(re.search(r"(^|&& )deploy/install-deps\.sh build( |$)", r) for r in runs), runs
-    assert any("cmake --build" in r and "--target zkwarden" in r for r in runs)
+    assert any("cmake --build" in r and "--target zkwarden zkwarden-keeper" in r for r in runs)
     script = open(os.path.join(DEPLOY, "install-deps.sh")).read()
     assert re.search(r"^\s*build\)", script, re.M), "install-deps.sh has no 'build' mode"
 
@@ -154,8 +157,8 @@ def test_dockerfile_builds_with_the_install_script_and_runs_minimal(zkw_bin):
     entry = [a for i, a in runtime if i == "ENTRYPOINT"]
     assert entry == ['["/usr/local/bin/zkwarden"]']
     assert ("COPY", "--from=build /zkwarden /usr/local/bin/zkwarden") in runtime
+    # the keeper, which deploy/k8s runs as a container of its own
     assert ("COPY", "--from=build /zkwarden-keeper /usr/local/bin/zkwarden-keeper") in runtime
-    assert any("--target zkwarden zkwarden-keeper" in r for r in runs)
     # The image's environment is a valid configuration (with an upstream).
     env = {}
     for i, a in runtime:
@@ -282,6 +285,29 @@ def zkwarden_sidecar(spec):
     return zkw
 
 
+def zkwarden_keeper(spec, zkw):
+    """The pod spec's keeper container: a native sidecar declared right
+    before zkwarden (started before it, stopped after it), running
+    zkwarden-keeper with zkwarden's configuration and identity, locked down;
+    zkwarden relays through it."""
+    inits = spec.get("initContainers", [])
+    names = [c["name"] for c in inits]
+    assert "zkwarden-keeper" in names and names.index("zkwarden-keeper") == names.index("zkwarden") - 1, names
+    keeper = inits[names.index("zkwarden-keeper")]
+    assert keeper.get("restartPolicy") == "Always"
+    assert keeper["command"] == ["/usr/local/bin/zkwarden-keeper"]
+    assert keeper.get("envFrom") == zkw.get("envFrom")
+    kenv = {e["name"]: e.get("value", e.get("valueFrom")) for e in keeper.get("env", [])}
+    assert kenv["ZKWARDEN_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert keeper["resources"]["requests"].get("memory") and keeper["resources"]["limits"].get("memory")
+    sc = keeper["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    zenv = {e["name"]: e.get("value") for e in zkw.get("env", [])}
+    assert zenv.get("ZKWARDEN_KEEPER") == "on"
+    return keeper
+
+
 def check_sidecar(pod, zkw, env):
     """What every zkwarden sidecar needs: its admin endpoint reachable on the
     pod IP, probed and scraped; resources; a locked-down security context."""
@@ -335,6 +361,9 @@ def check_jobmanager_statefulset(docs, zkw_bin):
     # Identity from the pod name (downward API).
     assert env["ZKWARDEN_IDENTITY"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     check_sidecar(pod, zkw, env)
+    zkwarden_keeper(spec, zkw)
+    # A new pod template recreates no pod: zkwarden is upgraded in place.
+    assert sts["spec"]["updateStrategy"]["type"] == "OnDelete"
     assert jm["resources"]["requests"].get("memory") and jm["resources"]["requests"].get("cpu")
     assert jm["resources"]["limits"].get("memory")
     secret_name = check_registry_secret(spec, zkw, env)
@@ -425,6 +454,10 @@ def check_taskmanager_statefulset(docs):
     tm_spec = tm_pod["spec"]
     jm_zkw = [c for c in jm_spec["initContainers"] if c["name"] == "zkwarden"]
     assert [c for c in tm_spec.get("initContainers", []) if c["name"] == "zkwarden"] == jm_zkw
+    # and its keeper, declared before it
+    assert [c["name"] for c in tm_spec["initContainers"]] == [c["name"] for c in jm_spec["initContainers"]]
+    assert tm_spec["initContainers"] == jm_spec["initContainers"]
+    assert tm_sts["spec"]["updateStrategy"]["type"] == "OnDelete"
     assert all(c["name"] != "zkwarden" for c in tm_spec["containers"])
     # What the sidecar mounts and reads exists in the TaskManager pod as well.
     vols = {v["name"]: v for v in tm_spec["volumes"]}
@@ -447,7 +480,13 @@ def test_kustomization_by_its_files(path, zkw_bin):
     docs = resources_by_files(path)
     secret = check_jobmanager_statefulset(docs, zkw_bin)
     check_taskmanager_statefulset(docs)
+    # The keeper's image has a name of its own, so that an overlay pins it
+    # apart from zkwarden's: upgrading zkwarden must not restart the keeper.
+    spec = find(docs, "StatefulSet", "flink-jobmanager")["spec"]["template"]["spec"]
+    names = {c["name"]: c["image"].rpartition(":")[0] for c in spec["initContainers"]}
+    assert names["zkwarden-keeper"] != names["zkwarden"], names
     if path == OVERLAY:
+        assert {"zkwarden", "zkwarden-keeper"} <= {i["name"] for i in load_kustomization(path)["images"]}
         s = find(docs, "Secret", secret)
         user, _, pw = s["data"]["auth"].strip().partition(":")
         assert user and pw
@@ -471,8 +510,12 @@ def test_kustomize_build(path, zkw_bin):
         find(docs, "Secret", secret_name)
         for name in ("flink-jobmanager", "flink-taskmanager"):
             sts = find(docs, "StatefulSet", name)
-            images = [c["image"] for c in sts["spec"]["template"]["spec"]["initContainers"]]
-            assert images == ["registry.example.com/zkwarden:0.1.0"], name
+            images = {c["name"]: c["image"] for c in sts["spec"]["template"]["spec"]["initContainers"]}
+            assert images == {"zkwarden-keeper": "registry.example.com/zkwarden:0.1.0",
+                              "zkwarden": "registry.example.com/zkwarden:0.1.0"}, name
+        # Two entries: upgrading zkwarden (its newTag) leaves the keeper's image as it is.
+        entries = {i["name"]: i for i in load_kustomization(path)["images"]}
+        assert {"zkwarden", "zkwarden-keeper"} <= set(entries)
 
 
 def test_operator_relay(zkw_bin):

@@ -8,7 +8,10 @@ directly, as a superseded incarnation left it), an untagged lock (created
 without zkwarden), a tagged persistent node, a lock of an identity the
 registry does not know, and a subtree only another digest user may read.
 Direct to ZooKeeper the stale lock keeps its state node from being deleted;
-`zkwarden locks --reclaim` removes exactly that lock, and nothing else."""
+`zkwarden locks --reclaim` removes exactly that lock, and nothing else, where
+the registry is trusted (ZKWARDEN_REGISTRY_AUTH on every sidecar and on the
+command); without credentials the verdicts that rest on the registry are
+marked untrusted and --reclaim deletes nothing."""
 
 import json
 import os
@@ -25,6 +28,7 @@ from checkpoints import forged_tag
 pytestmark = pytest.mark.zkwarden
 
 JOB = "b" * 32
+AUTH = {"ZKWARDEN_REGISTRY_AUTH": "zkw:s3cret-registry"}
 
 
 
@@ -54,10 +58,11 @@ def locks_json(zkw_bin, zk, *args, env=None, scope="--all"):
 class Tree:
     """The arranged tree (see the module docstring)."""
 
-    def __init__(self, zk, factory, kazoo_factory):
+    def __init__(self, zk, factory, kazoo_factory, env=None):
+        env = env or {}
         # jm-1 had one incarnation through its sidecar, which is gone now:
         # its registry record says incarnation 1.
-        gone = sidecar(zk, factory, "jm-1")
+        gone = sidecar(zk, factory, "jm-1", **env)
         first = kazoo_factory(gone.hostport)
         first.create("/flink/c1/leader/latch/_c_%s-latch-" % uuid.uuid4(), b"", ephemeral=True,
                      sequence=True, makepath=True)  # acts as the JobManager: incarnation 1
@@ -65,7 +70,7 @@ class Tree:
         assert not gone.stop()
         factory.procs.remove(gone)  # stopped and checked here: its sweep would take jm-1's stale lock
         # jm-0 runs: its JobManager holds a job graph lock (incarnation 1).
-        self.proxy = sidecar(zk, factory, "jm-0")
+        self.proxy = sidecar(zk, factory, "jm-0", **env)
         self.jm = kazoo_factory(self.proxy.hostport)
         self.graph = "/flink/c1/jobgraphs/%s" % JOB
         self.jm.create(self.graph, b"graph", makepath=True)
@@ -133,7 +138,14 @@ def test_report_names_each_lock_its_state_node_and_the_rule_verdict(tree, privat
     assert (ids["jm-1"]["current_incarnation"], ids["jm-1"]["locks"], ids["jm-1"]["stale"]) == (1, 2, 1)
     assert (ids["jm-9"]["current_incarnation"], ids["jm-9"]["record"]) == (0, "no registry record")
     assert doc["summary"] == {"locks": 5, "stale": 1, "untagged": 1, "unreadable": 1, "state_nodes": 5,
-                              "state_nodes_held": 4, "zombies": 0}
+                              "state_nodes_held": 4, "zombies": 0, "untrusted": 2}
+    # Without ZKWARDEN_REGISTRY_AUTH nothing read from the registry is trusted:
+    # the verdicts that weigh an incarnation say so.
+    assert not doc["registry_trusted"] and "ZKWARDEN_REGISTRY_AUTH is unset" in doc["registry_trust"]
+    assert not ids["jm-1"]["record_trusted"] and "ZKWARDEN_REGISTRY_AUTH is unset" in ids["jm-1"]["record_trust"]
+    assert (st["trusted"], cur["trusted"], un["trusted"], locks[tree.persistent]["trusted"]) == (
+        False, False, True, True)
+    assert "not trusted" in st["untrusted"] and un["untrusted"] is None
     assert all(e["zombie"] is None for e in doc["locks"])
     states = {s["path"]: s for s in doc["state_nodes"]}
     assert states[tree.checkpoint]["held"] is False and "only stale locks" in states[tree.checkpoint]["why"]
@@ -146,7 +158,7 @@ def test_report_names_each_lock_its_state_node_and_the_rule_verdict(tree, privat
     print(out)
     assert out.startswith("5 lock(s): 1 stale, 1 untagged; 5 state node(s), 4 held; 1 unreadable")
     line = next(ln for ln in out.splitlines() if tree.stale.rsplit("/", 1)[1] in ln)
-    assert "jm-1" in line and line.rstrip().endswith("STALE")
+    assert "jm-1" in line and "STALE [not trusted: its verdict rests on its identity's registry record" in line
     assert "not stale: held by its identity's current incarnation" in out
     assert "%s  not authenticated" % tree.secret in out
 
@@ -160,25 +172,35 @@ def test_report_names_each_lock_its_state_node_and_the_rule_verdict(tree, privat
     assert live["identities"] == doc["identities"]
 
 
-def test_reclaim_deletes_only_stale_locks_and_dry_run_nothing(tree, private_zk, zkw_bin, kazoo_factory):
+def test_reclaim_deletes_only_stale_locks_and_dry_run_nothing(private_zk, zkwarden_factory, kazoo_factory,
+                                                              zkw_bin):
+    """The sidecars and the command share ZKWARDEN_REGISTRY_AUTH: the records
+    are trusted, and --reclaim deletes the stale lock (where the registry is
+    open, it deletes nothing: test_integration's test_trust.py)."""
+    tree = Tree(private_zk, zkwarden_factory, kazoo_factory, env=AUTH)
     direct = kazoo_factory(private_zk.hostport)
     # The failure: Flink's delete of the checkpoint is blocked by the stale lock.
     with pytest.raises(NotEmptyError):
         direct.delete(tree.checkpoint + "/locks")
 
+    # Without the registry's credentials the records are unreadable: no verdict, nothing deleted.
+    doc = locks_json(zkw_bin, private_zk, "--reclaim")
+    assert doc["reclaim"]["deleted"] == 0 and direct.exists(tree.stale) is not None
+
     # In a pod still in observe mode, --reclaim deletes nothing (it says so).
-    rc, out, err = run_locks(zkw_bin, private_zk, "--reclaim", env={"ZKWARDEN_MODE": "observe"})
+    rc, out, err = run_locks(zkw_bin, private_zk, "--reclaim", env=dict(AUTH, ZKWARDEN_MODE="observe"))
     assert rc == 0 and "ZKWARDEN_MODE=observe: --reclaim deletes nothing" in err, err
     assert "would delete %s" % tree.stale in out
     assert direct.exists(tree.stale) is not None
 
-    rc, out, err = run_locks(zkw_bin, private_zk, "--reclaim", "--dry-run")
+    rc, out, err = run_locks(zkw_bin, private_zk, "--reclaim", "--dry-run", env=AUTH)
     assert rc == 0, err
     assert "would delete %s (identity jm-1, incarnation 0" % tree.stale in out
     assert "reclaim (dry run: nothing deleted): 0 deleted, 0 not deleted" in out
     assert direct.exists(tree.stale) is not None
 
-    doc = locks_json(zkw_bin, private_zk, "--reclaim")
+    doc = locks_json(zkw_bin, private_zk, "--reclaim", env=AUTH)
+    assert doc["registry_trusted"] and all(i["record_trusted"] for i in doc["identities"] if i["record"] == "ok")
     assert doc["reclaim"]["dry_run"] is False and doc["reclaim"]["deleted"] == 1
     (res,) = doc["reclaim"]["results"]
     assert (res["path"], res["result"]) == (tree.stale, "deleted")
@@ -190,7 +212,7 @@ def test_reclaim_deletes_only_stale_locks_and_dry_run_nothing(tree, private_zk, 
     direct.delete(tree.checkpoint)
 
     # Nothing stale is left: a second reclaim deletes nothing.
-    again = locks_json(zkw_bin, private_zk, "--reclaim")
+    again = locks_json(zkw_bin, private_zk, "--reclaim", env=AUTH)
     assert again["reclaim"]["results"] == [] and again["summary"]["stale"] == 0
 
 

@@ -240,9 +240,10 @@ class Sidecar:
     """One zkwarden in front of the ensemble, as in a JobManager pod. The listen
     and admin ports stay the same across restarts (the JM's config points at it)."""
 
-    def __init__(self, workdir, identity, upstream, registry_root, log_level="info", extra_env=None):
+    def __init__(self, workdir, identity, upstream, registry_root, log_level="info", extra_env=None, binary=None):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.binary = binary  # None: zkwarden_binary() at each start
         self.identity = identity
         self.upstream = upstream
         self.registry_root = registry_root
@@ -261,11 +262,9 @@ class Sidecar:
     def hostport(self):
         return "%s:%d" % (HOST, self.port)
 
-    def start(self, timeout=15.0):
-        binary = zkwarden_binary()
-        if not os.access(binary, os.X_OK):
-            raise FileNotFoundError("zkwarden binary %s not found (build it, set ZKW_BIN, or use --direct-only)"
-                                    % binary)
+    def environment(self):
+        """The process environment of this sidecar (what a successor started
+        with --takeover must get as well)."""
         env = dict(os.environ)
         env.update({
             "ZKWARDEN_UPSTREAM": self.upstream,
@@ -277,6 +276,14 @@ class Sidecar:
             "ZKWARDEN_LOG_LEVEL": self.log_level,
         })
         env.update(self.extra_env)
+        return env
+
+    def start(self, timeout=15.0):
+        binary = self.binary or zkwarden_binary()
+        if not os.access(binary, os.X_OK):
+            raise FileNotFoundError("zkwarden binary %s not found (build it, set ZKW_BIN, or use --direct-only)"
+                                    % binary)
+        env = self.environment()
         self.starts += 1
         with open(self.log, "ab") as log:
             log.write(b"\n===== zkwarden start #%d =====\n" % self.starts)

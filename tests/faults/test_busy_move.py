@@ -18,8 +18,9 @@ a single server, with the fault made real:
   (kind session_move) in /v1/reclaims and zkwarden_would_actions_total.
 - test_paused_client_is_not_moved: a kazoo client in its own process asks
   for 150 reads of a 1 MB node and a setData, and is stopped (SIGSTOP, a GC
-  pause) for longer than a third of its session timeout, inside its read
-  timeout. zkwarden stops reading the server meanwhile (backpressure), which
+  pause, begun by its reader thread once it read the first reply, so the
+  rest is unread whatever the machine's load) for longer than a third of
+  its session timeout, inside its read timeout. zkwarden stops reading the server meanwhile (backpressure), which
   is not the server's silence. Direct and through zkwarden: every reply
   arrives, no CONNECTIONLOSS; zkwarden moves nothing.
 - test_reset_seen_on_a_write_moves: the server's connection is reset while
@@ -176,20 +177,37 @@ def test_busy_rolling_restart(move_ensemble, zkwarden_factory):
 
 # ------------------------------------------------------------ a GC pause
 
+# The pause begins in the client's own reader thread, right after it read
+# the first reply of the batch off its socket: the reader thread stops the
+# process (SIGSTOP sent to itself stops every thread, the reader before it
+# reads on) with the other 150 replies unread, so
+# that a reader faster than the parent's signal cannot read them all first.
+# When each reply was read off the socket is noted there too (the reader
+# thread, before its callbacks run), not when a callback ran: callbacks
+# bunch up after SIGCONT.
 PAUSED_CLIENT = """
-import json, sys, time
+import json, signal, sys, threading, time
 from kazoo.client import KazooClient
+from kazoo.protocol import connection
 hosts, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+arrived = []
+read_response = connection.ConnectionHandler._read_response
+def noted(self, header, buffer, offset):
+    mine = self.client._pending and getattr(self.client._pending[0][0], "path", None) in (path, path + "-w")
+    r = read_response(self, header, buffer, offset)
+    if mine:
+        arrived.append(time.monotonic())
+        if len(arrived) == 1:
+            # To this very thread: delivered before it reads on (a stop of the
+            # whole process, os.kill, may let it read the next reply first).
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)  # the pause begins; the parent ends it
+    return r
+connection.ConnectionHandler._read_response = noted
 zk = KazooClient(hosts=hosts, timeout=6.0, connection_retry={"max_tries": 0}, command_retry={"max_tries": 0})
 zk.start(timeout=20)
 states = []
 zk.add_listener(lambda s: states.append(str(s)))
 results = [zk.get_async(path) for _ in range(n)] + [zk.set_async(path + "-w", b"after the reads")]
-done = []
-for r in results:
-    r.rawlink(lambda _r: done.append(time.monotonic()))
-results[0].get(timeout=60)  # the first reply is here: the requests went out before it
-print("SENT", flush=True)
 ok, errors = 0, []
 for r in results:
     try:
@@ -197,14 +215,21 @@ for r in results:
         ok += 1
     except Exception as e:
         errors.append(type(e).__name__)
-# The pause shows as the longest gap between two replies; how many came after it.
-times = sorted(done)
-gap = max(range(1, len(times)), key=lambda i: times[i] - times[i - 1])
-print(json.dumps({"ok": ok, "errors": errors, "states": states, "gap_s": times[gap] - times[gap - 1],
-                  "after_gap": len(times) - gap}), flush=True)
+# The pause shows as the gap between the first reply and the next, read off the socket.
+print(json.dumps({"ok": ok, "errors": errors, "states": states,
+                  "gap_s": arrived[1] - arrived[0] if len(arrived) > 1 else 0.0,
+                  "after_gap": len(arrived) - 1}), flush=True)
 zk.stop()
 zk.close()
 """
+
+
+def stopped(p):
+    """The child process is stopped (SIGSTOP): /proc says T. Raises if it ended."""
+    if p.poll() is not None:
+        raise AssertionError("the paused client ended: %s %s" % (p.returncode, p.stderr.read()))
+    with open("/proc/%d/stat" % p.pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "T"
 
 
 def paused_run(hostport, path, n=150, pause_s=3.7):
@@ -212,12 +237,11 @@ def paused_run(hostport, path, n=150, pause_s=3.7):
     p = subprocess.Popen(["/usr/bin/python3", "-c", PAUSED_CLIENT, hostport, path, str(n)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        line = p.stdout.readline()
-        assert line.strip() == "SENT", line + p.stderr.read()
-        p.send_signal(signal.SIGSTOP)
+        wait_until(lambda: stopped(p), 60, interval=0.005, what="the client paused after its first reply")
         time.sleep(pause_s)  # the pause itself: the fault under test
         p.send_signal(signal.SIGCONT)
         out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
         return json.loads(out.strip().splitlines()[-1])
     finally:
         if p.poll() is None:

@@ -20,7 +20,8 @@ import re
 import sys
 
 
-ORDER = ["s1", "s2", "s3", "pod_crash", "observe", "application", "s1_60s", "rolling_restart"]
+ORDER = ["s1", "s2", "s3", "pod_crash", "observe", "application", "s1_60s", "rolling_restart", "standby",
+         "reconnect", "sidecar_crash", "sidecar_upgrade", "sidecar_restart"]
 TITLES = {
     "s1": "S1 JobManager crash: jobs RUNNING again, s after its start (after its ZooKeeper connect; its "
           "leadership after the connect)",
@@ -31,16 +32,29 @@ TITLES = {
     "application": "Application cluster, JobManager crash: jobs RUNNING again, s after its start",
     "s1_60s": "S1 at Flink's default 60 s session timeout: jobs RUNNING again, s after its start",
     "rolling_restart": "ZooKeeper rolling restart (3 servers): job restarts / leadership revocations / "
-                       "SUSPENDED; failed removals",
+                       "SUSPENDED / failed checkpoint triggers; failed removals (direct: with Flink's default, "
+                       "and with `tolerate-suspended-connections: true`)",
+    "standby": "Standby JobManager, each with its own sidecar: every job RUNNING on the new leader, s after the "
+               "kill -9 of (a) the leader (gone), (b) both (both started again), (c) the leader (started again); "
+               "left behind: failed removals / locks of another session",
+    "reconnect": "The JobManager's connection dropped: its ZooKeeper client back with the same session, s after "
+                 "the close (min / median / max); sessions fenced",
+    "sidecar_crash": "zkwarden crash (kill -9 of the relaying process), busy JobManager: job restarts / leadership "
+                     "revocations / SUSPENDED / JobManager reconnects; checkpoints grew across every handover",
+    "sidecar_upgrade": "zkwarden upgrade (another build taking over), busy JobManager: as above",
+    "sidecar_restart": "zkwarden restart (the same build taking over), busy JobManager: as above",
 }
+HANDOVERS = ("sidecar_crash", "sidecar_upgrade", "sidecar_restart")
 
 
-MODES = ("direct", "zkwarden", "observe")
+MODES = ("direct", "zkwarden", "observe", "direct_tolerate", "stop_start")
 # the mode a failure text without one is about (pod_crash: "pod_crash: ...")
 DEFAULT_MODE = {"pod_crash": "zkwarden", "observe": "observe"}
 # the cluster ids of flinktest.py's clusters ("s-zkwarden-3"): what they ran
 CLUSTER_SCENARIOS = {"s": ["s1", "s2", "s3"], "pod": ["pod_crash"], "obs": ["observe"],
-                     "app": ["application"], "s60": ["s1_60s"], "zkroll": ["rolling_restart"]}
+                     "app": ["application"], "s60": ["s1_60s"], "zkroll": ["rolling_restart"],
+                     "standby": ["standby"], "reconnect": ["reconnect"], "sccrash": ["sidecar_crash"],
+                     "scupgrade": ["sidecar_upgrade"], "screstart": ["sidecar_restart"]}
 
 
 def attribute(text):
@@ -166,7 +180,28 @@ def figure(s, f):
         kinds = ", ".join("%s %d" % (k, v) for k, v in sorted(f["would_actions_total"].items())) or "none"
         return "%.1f; would: %s; done: %s" % (f["recovered_s"], kinds, ", ".join(f["done_actions"]) or "none")
     if s == "rolling_restart":
-        return "%d / %d / %d; %d" % (f["job_restarts"], f["leadership_revoked"], f["suspended"], f["failed_removals"])
+        triggers = f.get("failed_checkpoint_triggers")
+        return "%d / %d / %d / %s; %d" % (f["job_restarts"], f["leadership_revoked"], f["suspended"],
+                                          "?" if triggers is None else triggers, f["failed_removals"])
+    if s == "standby":
+        parts = []
+        for key, word in (("leader_gone", "a"), ("both_restarted", "b"), ("leader_restarted", "c")):
+            p = f.get(key)
+            if p:
+                parts.append("%s %.1f" % (word, p["running_after_s"]))
+        left = [sum(f[k].get(x, 0) for k in ("leader_gone", "both_restarted", "leader_restarted") if f.get(k))
+                for x in ("failed_removals", "lock_owner_sessions_not_the_leader")]
+        grace = " (orphan grace %d ms)" % f["orphan_grace_ms"] if f.get("orphan_grace_ms") else ""
+        return "%s%s; left %d / %d" % (", ".join(parts), grace, left[0], left[1])
+    if s == "reconnect":
+        return "%d drops: %.2f / %.2f / %.2f; fenced %s (grace %s ms)" % (
+            f["drops"], f["min_s"], f["median_s"], f["max_s"], f["orphans_fenced"], f.get("orphan_grace_ms"))
+    if s in HANDOVERS:
+        grew = sum(1 for r in f["rounds"] if all(a > b for a, b in zip(
+            r.get("latest_checkpoint_after", r["checkpoints_after"]),
+            r.get("latest_checkpoint_before", r["checkpoints_before"]))))
+        return "%d / %d / %d / %d; %d of %d rounds" % (f["job_restarts"], f["leadership_revoked"], f["suspended"],
+                                                       f["jm_reconnects"], grew, len(f["rounds"]))
     return json.dumps(f, sort_keys=True)
 
 
@@ -206,7 +241,9 @@ of the shipped classes) and in Flink's source. What the runs above measured is i
   on none of these names.
 """
 
-MODE_WORDS = {"direct": "direct", "zkwarden": "through zkwarden", "observe": "observe mode", None: "any"}
+MODE_WORDS = {"direct": "direct", "zkwarden": "through zkwarden", "observe": "observe mode",
+              "direct_tolerate": "direct with tolerate-suspended-connections",
+              "stop_start": "the sidecar stopped and started", None: "any"}
 
 
 def _pair(c):
@@ -377,6 +414,15 @@ def render(cells):
             elif s == "pod_crash":
                 out.append("| %s | (without a sidecar this is S1) | %s |"
                            % (TITLES[s], _scenario_cell(c, s, "zkwarden")))
+            elif s == "reconnect":
+                out.append("| %s | (no sidecar) | %s |" % (TITLES[s], _scenario_cell(c, s, "zkwarden")))
+            elif s in HANDOVERS:
+                out.append("| %s | the sidecar stopped and started: %s | %s |"
+                           % (TITLES[s], _scenario_cell(c, s, "stop_start"), _scenario_cell(c, s, "zkwarden")))
+            elif s == "rolling_restart" and c["last"].get((s, "direct_tolerate")) is not None:
+                out.append("| %s | default: %s; tolerate-suspended-connections: %s | %s |"
+                           % (TITLES[s], _scenario_cell(c, s, "direct"), _scenario_cell(c, s, "direct_tolerate"),
+                              _scenario_cell(c, s, "zkwarden")))
             else:
                 out.append("| %s | %s | %s |" % (TITLES[s], _scenario_cell(c, s, "direct"),
                                                  _scenario_cell(c, s, "zkwarden")))

@@ -59,6 +59,15 @@ CURATOR_SUSPENDED = re.compile(r"State change: SUSPENDED")
 # process, under the process's one leader latch since 1.18) logs it once per
 # revocation (WebMonitorEndpoint.revokeLeadership).
 LEADERSHIP_REVOKED = re.compile(r"http://\S+ lost leadership")
+CURATOR_LOST = re.compile(r"State change: LOST")
+# The ZooKeeper client opening a connection: after the first, each one is a
+# reconnect (its connection closed). Both lines name the address it dials.
+JM_DIALS = re.compile(r"Opening socket connection to server")
+# A checkpoint the coordinator could not trigger (e.g. its ID counter in
+# ZooKeeper unreachable) or whose triggering failed, in Flink's words
+# (CheckpointCoordinator, 1.18 to 2.x).
+CHECKPOINT_TRIGGER_FAILED = re.compile(r"Failed to trigger checkpoint for job|Triggering Checkpoint \d+ for job \S+ "
+                                       r"failed")
 JOB_RESTART = re.compile(r"Job \S+ \(([0-9a-f]{32})\) switched from state RUNNING to "
                          r"(RESTARTING|SUSPENDED|FAILING|FAILED)")
 
@@ -260,9 +269,14 @@ class FlinkCluster:
     running our job's main)."""
 
     def __init__(self, workdir, version, classpath, jar, quorum, cluster_id, session_timeout_ms,
-                 kind="session", num_retained=3, slots=2):
+                 kind="session", num_retained=3, slots=2, extra_settings=None, shared_dir=None):
+        """extra_settings: Flink settings beside (or instead of) ours;
+        shared_dir: where the HA storage and the checkpoints are (another
+        JobManager of the same cluster: the standby), else workdir."""
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.extra_settings = dict(extra_settings or {})
+        self.peers = []  # the other JobManagers of the same cluster (all_jm_logs)
         self.version = version
         self.major = int(version.split(".")[0])
         self.classpath = classpath
@@ -272,8 +286,8 @@ class FlinkCluster:
         self.kind = kind
         self.num_retained = num_retained
         self.session_timeout_ms = session_timeout_ms
-        self.ha_dir = self.dir / "ha"
-        self.checkpoint_dir = self.dir / "checkpoints"
+        self.ha_dir = Path(shared_dir or self.dir) / "ha"
+        self.checkpoint_dir = Path(shared_dir or self.dir) / "checkpoints"
         self.conf_dir = self.dir / "conf"
         self.rest_port = free_port()
         self.rpc_port = free_port()
@@ -327,6 +341,7 @@ class FlinkCluster:
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 1000,
             "restart-strategy.fixed-delay.delay": "1s",
+            **self.extra_settings,
         }
 
     def job_settings(self):
@@ -410,7 +425,9 @@ class FlinkCluster:
         return tail(path, limit=50_000_000)
 
     def all_jm_logs(self):
-        return "".join(self.jm_log(i + 1) for i in range(self.jm_n))
+        """Every incarnation's log, and those of the peers (the other
+        JobManagers of the same cluster: a standby's figures read them all)."""
+        return "".join(c.jm_log(i + 1) for c in [self] + self.peers for i in range(c.jm_n))
 
     # -------------------------------------------------------- TaskManager
 
@@ -479,8 +496,17 @@ class FlinkCluster:
 
     def wait_checkpoints(self, jobs, n, timeout):
         """Waits until every job has completed n more checkpoints than now (the
-        counts start again at 0 in a new JobManager)."""
-        base = {j: self.checkpoints(j)[0] for j in jobs}
+        counts start again at 0 in a new JobManager); "now" is a count the REST
+        API gave, never a call that failed."""
+        def counts():
+            out = {}
+            for j in jobs:
+                c = rest(self.rest_port, "/jobs/%s/checkpoints" % j)
+                if not c or "counts" not in c:
+                    return None
+                out[j] = c["counts"].get("completed", 0)
+            return out
+        base = wait_until(counts, timeout, interval=0.2, what="the checkpoint counts of every job")
         wait_until(lambda: all(self.checkpoints(j)[0] >= base[j] + n for j in jobs), timeout, interval=0.2,
                    what="%d new checkpoints of every job" % n)
 
@@ -526,6 +552,28 @@ class Tree(Inspector):
 
 
 COMPLETED = re.compile(r"Completed checkpoint (\d+) for job ([0-9a-f]{32})")
+_LOG_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", re.M)
+
+
+def log_time(line):
+    """Epoch seconds of a JobManager log line (log4j's local time), or None."""
+    m = _LOG_STAMP.match(line)
+    if not m:
+        return None
+    return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000.0
+
+
+def max_checkpoint_gap(text):
+    """The longest time, s, between two completed checkpoints of one job in a
+    JobManager's log text (None with fewer than two)."""
+    times = {}
+    for line in text.splitlines():
+        m = COMPLETED.search(line)
+        t = log_time(line) if m else None
+        if t is not None:
+            times.setdefault(m.group(2), []).append(t)
+    gaps = [b - a for ts in times.values() for a, b in zip(ts, ts[1:])]
+    return round(max(gaps), 2) if gaps else None
 
 
 def completed_checkpoints(cluster, job):
@@ -547,3 +595,76 @@ def ha_files(cluster, prefix):
     if not d.is_dir():
         return []
     return sorted(p.name for p in d.iterdir() if p.name.startswith(prefix))
+
+
+def leftovers(c, tree, jobs):
+    """S2: what Flink subsumed and left behind, read twice with a checkpoint
+    between (a node or file counts only if it is still there the second time,
+    so a subsumption under way is not one): checkpoint znodes older than the
+    job's retained ones, HA files without a checkpoint znode, checkpoint
+    directories of completed checkpoints older than the retained ones; and
+    the JobManager's failed removals, from its own log. A checkpoint under way
+    when a JobManager was killed never completed and was never subsumed: its
+    directory stays (Flink does not clean it up) and is counted apart."""
+    def snapshot():
+        zk = {j: tree.checkpoint_ids(c.zk_root, j) for j in jobs}
+        disk = {j: disk_checkpoints(c, j) for j in jobs}
+        ha = ha_files(c, "completedCheckpoint")
+        return zk, disk, ha
+
+    zk1, disk1, ha1 = snapshot()
+    c.wait_checkpoints(jobs, 2, 60)
+    zk2, disk2, ha2 = snapshot()
+    left_zk, left_disk, stale_locks, in_flight = 0, 0, 0, 0
+    for j in jobs:
+        retained = zk2[j][-c.num_retained:]
+        left_zk += len([i for i in zk1[j] if i in zk2[j] and i not in retained])
+        oldest = min(retained) if retained else 0
+        completed = completed_checkpoints(c, j)
+        old = [i for i in disk1[j] if i in disk2[j] and i < oldest]
+        left_disk += len([i for i in old if i in completed])
+        in_flight += len([i for i in old if i not in completed])
+        owners = {o for _, o in tree.locks(c.zk_root, j)}
+        stale_locks += len(owners - {leader_session(tree, c)})
+    n_zk = sum(len(v) for v in zk2.values())
+    left_disk += max(0, min(len(ha1) - sum(len(v) for v in zk1.values()), len(ha2) - n_zk))
+    failed = len(FAILED_REMOVAL.findall(c.all_jm_logs()))
+    return {"failed_removals": failed, "left_in_zookeeper": left_zk, "left_on_disk": left_disk,
+            "lock_owner_sessions_not_the_leader": stale_locks, "never_completed_dirs_left": in_flight}
+
+
+def leader_session(tree, c):
+    """The session of the leading JobManager: the owner of the first latch node."""
+    latch = c.zk_root + "/leader/latch"
+    nodes = sorted(tree.children(latch), key=lambda n: n.rsplit("-", 1)[-1])
+    for n in nodes:
+        st = tree.zk.exists(latch + "/" + n)
+        if st is not None:
+            return st.ephemeralOwner
+    return None
+
+
+def cancel_and_check(c, tree, job, check_s):
+    """S3: cancel a job after the failovers; its job graph node, its HA file
+    and its checkpoint tree must go (within check_s of CANCELED)."""
+    graphs_before = ha_files(c, "submittedJobGraph") + ha_files(c, "submittedExecutionPlan")
+    had_node = bool(tree.job_graph_paths(c.zk_root, job))
+    if not c.cancel(job):
+        raise RuntimeError("cancel of %s was refused" % job)
+    wait_until(lambda: c.job_state(job) == "CANCELED", 60, interval=0.1, what="job %s CANCELED" % job)
+    t0 = time.time()
+
+    def gone():
+        graphs = ha_files(c, "submittedJobGraph") + ha_files(c, "submittedExecutionPlan")
+        return (not tree.job_graph_paths(c.zk_root, job) and len(graphs) < len(graphs_before)
+                and not tree.exists("%s/jobs/%s" % (c.zk_root, job)))
+    try:
+        wait_until(gone, check_s, interval=0.1, what="the job graph removed")
+        removed, took = True, round(time.time() - t0, 2)
+    except TimeoutError:
+        removed, took = False, None
+    graphs = ha_files(c, "submittedJobGraph") + ha_files(c, "submittedExecutionPlan")
+    return {"job_graph_removed": removed, "removed_after_s": took, "had_job_graph_node": had_node,
+            "job_graph_node_left": bool(tree.job_graph_paths(c.zk_root, job)),
+            "job_graph_files_left": len(graphs) - (len(graphs_before) - 1),
+            "checkpoint_tree_left": tree.exists("%s/jobs/%s" % (c.zk_root, job))}

@@ -26,12 +26,16 @@ import traceback
 from pathlib import Path
 
 import flinkcluster as fc
+import handover
+import sidecars
+import standby
 from flinkcluster import FlinkCluster, Tree, log, procs, wait_until, zkharness
 
 # What must hold through zkwarden (issue 28).
 RECOVER_BOUND_S = 5.0
-QUICK = ("s1", "s2", "s3")
-FULL = ("s1", "s2", "s3", "pod_crash", "observe", "application", "rolling_restart", "s1_60s")
+QUICK = ("s1", "s2", "s3", "standby")  # standby: its (a) only, on S1-S3's cluster
+FULL = ("s1", "s2", "s3", "pod_crash", "observe", "application", "rolling_restart", "s1_60s", "standby",
+        "reconnect") + handover.SCENARIOS
 SESSION_LIFE = ("s1", "s2", "s3")  # one cluster's life measures all three
 
 # What must hold, per scenario and mode: the words a failure is recorded with
@@ -47,10 +51,13 @@ MUST_HOLD = {
     ("observe", "observe"): "jobs as slow as direct (at least 75% of the session timeout), a would-fence "
                             "reported, nothing done",
     ("rolling_restart", "zkwarden"): "0 job restarts, 0 SUSPENDED, the JobManager dialing only its sidecar",
+    **standby.MUST_HOLD, **handover.MUST_HOLD,
 }
 SIDECAR_EXIT = "zkwarden exits 0 on SIGTERM"
 BINARY_SAME = "one zkwarden binary for the whole run"
 RAN_TO_END = "the scenario runs to its end (the harness raised an error)"
+# Flink's option to keep leading through SUSPENDED (off by default; issue 37's comparison).
+TOLERATE_SUSPENDED = "high-availability.zookeeper.client.tolerate-suspended-connections"
 
 
 class Cell:
@@ -108,30 +115,50 @@ class Cell:
         if self.zk is not None:
             self.zk.stop()
 
-    def cluster(self, name, mode, upstream, kind="session", timeout_ms=None):
+    def cluster(self, name, mode, upstream, kind="session", timeout_ms=None, sidecar_class=None, log_level=None):
         """A cluster of its own cluster id, with a sidecar in front of upstream
-        unless mode is direct. Returns (FlinkCluster, Sidecar or None)."""
+        unless mode is direct (direct_tolerate: direct with Flink's
+        tolerate-suspended-connections; stop_start: a sidecar, for the
+        scenarios of its own restart). sidecar_class(dir, identity, upstream,
+        registry root, **kw): another kind of sidecar (sidecars.KeptSidecar).
+        Returns (FlinkCluster, Sidecar or None)."""
         self.n += 1
-        cid = "%s-%s-%d" % (name, mode, self.n)
+        cid = "%s-%s-%d" % (name, mode.replace("_", ""), self.n)
         d = self.dir / cid
         sidecar = None
         quorum = upstream
-        if mode != "direct":
-            env = {"ZKWARDEN_MODE": "sidecar" if mode == "zkwarden" else mode,
-                   "ZKWARDEN_AUDIT_FILE": str(d / "zkwarden-audit.jsonl")}
-            sidecar = procs.Sidecar(d / "sidecar", "jm-" + cid, upstream, "/zkwarden-" + cid,
-                                    log_level=self.args.zkwarden_log_level, extra_env=env)
-            with fc.signals_held():  # tracked (procs) before a SIGTERM ends the run
-                sidecar.start()
+        flink = {}
+        if mode == "direct_tolerate":
+            flink[TOLERATE_SUSPENDED] = "true"
+        elif mode != "direct":
+            sidecar = self.sidecar(d / "sidecar", "jm-" + cid, upstream, "/zkwarden-" + cid, mode, sidecar_class,
+                                   log_level)
             quorum = sidecar.hostport
         c = FlinkCluster(d, self.version, self.classpath, self.jar, quorum, cid,
-                         timeout_ms or self.timeout_ms, kind=kind, num_retained=self.args.num_retained)
+                         timeout_ms or self.timeout_ms, kind=kind, num_retained=self.args.num_retained,
+                         extra_settings=flink)
         return c, sidecar
+
+    def sidecar(self, d, identity, upstream, registry_root, mode, sidecar_class=None, log_level=None):
+        """A started sidecar in front of upstream (mode zkwarden/stop_start: sidecar mode; observe)."""
+        env = {"ZKWARDEN_MODE": "observe" if mode == "observe" else "sidecar",
+               "ZKWARDEN_AUDIT_FILE": str(d.parent / ("zkwarden-audit-%s.jsonl" % identity))}
+        sidecar = (sidecar_class or procs.Sidecar)(d, identity, upstream, registry_root,
+                                                   log_level=log_level or self.args.zkwarden_log_level,
+                                                   extra_env=env)
+        with fc.signals_held():  # tracked (procs) before a SIGTERM ends the run
+            sidecar.start()
+        return sidecar
 
     def start(self, c, n_jobs):
         """JobManager, TaskManager, the jobs running and checkpointing; returns the job ids."""
         c.start_jm()
         c.start_tm()
+        return self.start_jobs(c, n_jobs)
+
+    def start_jobs(self, c, n_jobs):
+        """With c's JobManager leading and a TaskManager started: the jobs
+        running and checkpointing; returns the job ids."""
         if c.kind == "session":
             wait_until(lambda: not _died(c) and (fc.rest(c.rest_port, "/overview") or {}).get("taskmanagers", 0) >= 1,
                        120, interval=0.2, what="a TaskManager registered")
@@ -176,11 +203,15 @@ class Cell:
     def stop(self, c, sidecar, scenarios, mode):
         c.stop()
         if sidecar is not None:
-            sidecar.stop()
-            bad = [e for e in sidecar.exits if e[0] == "SIGTERM" and e[1] != 0]
-            if bad:
-                self.fail(scenarios, mode, "%s: zkwarden exited %s on SIGTERM" % (c.cluster_id, bad),
-                          SIDECAR_EXIT)
+            self.stop_sidecar(sidecar, scenarios, mode)
+
+    def stop_sidecar(self, sidecar, scenarios, mode):
+        """SIGTERM; an exit status other than 0 (or a keeper's worker left) is a failure."""
+        sidecar.stop()
+        bad = [e for e in sidecar.exits if (e[0] == "SIGTERM" and e[1] != 0) or e[0] == "worker left"]
+        if bad:
+            self.fail(scenarios, mode, "%s: zkwarden exited %s on SIGTERM" % (sidecar.identity[3:], bad),
+                      SIDECAR_EXIT)
 
     def fail(self, scenarios, mode, text, must_hold=None):
         """A failure: what must hold did not (or the run raised), about these scenarios in this mode."""
@@ -196,9 +227,10 @@ class Cell:
 
     # -------------------------------------------------------- S1, S2, S3
 
-    def session_life(self, mode, restarts):
+    def session_life(self, mode, restarts, with_standby=False):
         """S1 (the first restart), S2 (over every restart), S3 (cancel after them)
-        in one cluster's life."""
+        in one cluster's life; with_standby: then the standby scenario's (a)
+        on it (standby.join_and_fail_over: the quick run's)."""
         zk = self.server()
         c, sidecar = self.cluster("s", mode, zk.hostport)
         tree = None
@@ -213,9 +245,12 @@ class Cell:
                 # every checkpoint of the earlier incarnation is subsumed by now
                 c.wait_checkpoints(jobs, self.args.num_retained + 1, 90)
             self.put("s1", mode, dict(waits[0]))
-            self.put("s2", mode, dict(leftovers(c, tree, jobs), restarts=restarts,
+            self.put("s2", mode, dict(fc.leftovers(c, tree, jobs), restarts=restarts,
                                        recovered_s=[w["recovered_s"] for w in waits]))
-            self.put("s3", mode, cancel_and_check(c, tree, jobs[0], self.args.cancel_check_s))
+            self.put("s3", mode, fc.cancel_and_check(c, tree, jobs[0], self.args.cancel_check_s))
+            if with_standby:
+                self.current = (["standby"], mode)
+                standby.join_and_fail_over(self, c, sidecar, mode, zk.hostport, jobs[1:], tree)
         finally:
             if tree is not None:
                 tree.close()
@@ -310,13 +345,18 @@ class Cell:
             r = {"job_restarts": len(fc.JOB_RESTART.findall(text)),
                  "leadership_revoked": len(fc.LEADERSHIP_REVOKED.findall(text)),
                  "suspended": len(fc.CURATOR_SUSPENDED.findall(text)),
+                 "failed_checkpoint_triggers": len(fc.CHECKPOINT_TRIGGER_FAILED.findall(text)),
+                 # the longest time without a completed checkpoint of a job
+                 "max_checkpoint_gap_s": fc.max_checkpoint_gap(text),
+                 # which Flink setting the run had: the default, or true (direct_tolerate)
+                 "tolerate_suspended_connections": mode == "direct_tolerate",
                  "jm_processes": c.jm_n,
                  # Curator's ensemble tracker reads /zookeeper/config (which names
                  # the real servers): through zkwarden the JM must dial only its sidecar
                  "jm_dialed_ports": dialed}
             if sidecar is not None:
                 r["jm_dialed_only_sidecar"] = dialed == [sidecar.port]
-            r.update(leftovers(c, tree, jobs))
+            r.update(fc.leftovers(c, tree, jobs))
             self.put("rolling_restart", mode, r)
         finally:
             if tree is not None:
@@ -388,6 +428,9 @@ class Cell:
                       "only its sidecar" % rr_z["jm_dialed_ports"])
         if rr_d is not None and not (rr_d["job_restarts"] or rr_d["suspended"]):
             self.find(["rolling_restart"], "direct", "rolling_restart direct showed no job restart and no SUSPENDED")
+        standby.judge(self, RECOVER_BOUND_S)
+        standby.judge_reconnect(self)
+        handover.judge(self)
 
 
 def slow_text(z):
@@ -430,93 +473,15 @@ def _log_time(text, marker):
     """Epoch seconds of the first log line with marker (Flink's log4j pattern, local time)."""
     for line in text.splitlines():
         if marker in line:
-            try:
-                base, ms = line[:23].split(",")
-                return time.mktime(time.strptime(base, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000.0
-            except ValueError:
-                return None
+            return fc.log_time(line)
     return None
-
-
-# ---------------------------------------------------------------- S2, S3 figures
-
-def leftovers(c, tree, jobs):
-    """S2: what Flink subsumed and left behind, read twice with a checkpoint
-    between (a node or file counts only if it is still there the second time,
-    so a subsumption under way is not one): checkpoint znodes older than the
-    job's retained ones, HA files without a checkpoint znode, checkpoint
-    directories of completed checkpoints older than the retained ones; and
-    the JobManager's failed removals, from its own log. A checkpoint under way
-    when a JobManager was killed never completed and was never subsumed: its
-    directory stays (Flink does not clean it up) and is counted apart."""
-    def snapshot():
-        zk = {j: tree.checkpoint_ids(c.zk_root, j) for j in jobs}
-        disk = {j: fc.disk_checkpoints(c, j) for j in jobs}
-        ha = fc.ha_files(c, "completedCheckpoint")
-        return zk, disk, ha
-
-    zk1, disk1, ha1 = snapshot()
-    c.wait_checkpoints(jobs, 2, 60)
-    zk2, disk2, ha2 = snapshot()
-    left_zk, left_disk, stale_locks, in_flight = 0, 0, 0, 0
-    for j in jobs:
-        retained = zk2[j][-c.num_retained:]
-        left_zk += len([i for i in zk1[j] if i in zk2[j] and i not in retained])
-        oldest = min(retained) if retained else 0
-        completed = fc.completed_checkpoints(c, j)
-        old = [i for i in disk1[j] if i in disk2[j] and i < oldest]
-        left_disk += len([i for i in old if i in completed])
-        in_flight += len([i for i in old if i not in completed])
-        owners = {o for _, o in tree.locks(c.zk_root, j)}
-        stale_locks += len(owners - {_leader_session(tree, c)})
-    n_zk = sum(len(v) for v in zk2.values())
-    left_disk += max(0, min(len(ha1) - sum(len(v) for v in zk1.values()), len(ha2) - n_zk))
-    failed = len(fc.FAILED_REMOVAL.findall(c.all_jm_logs()))
-    return {"failed_removals": failed, "left_in_zookeeper": left_zk, "left_on_disk": left_disk,
-            "lock_owner_sessions_not_the_leader": stale_locks, "never_completed_dirs_left": in_flight}
-
-
-def _leader_session(tree, c):
-    """The session of the leading JobManager: the owner of the first latch node."""
-    latch = c.zk_root + "/leader/latch"
-    nodes = sorted(tree.children(latch), key=lambda n: n.rsplit("-", 1)[-1])
-    for n in nodes:
-        st = tree.zk.exists(latch + "/" + n)
-        if st is not None:
-            return st.ephemeralOwner
-    return None
-
-
-def cancel_and_check(c, tree, job, check_s):
-    """S3: cancel a job after the failovers; its job graph node, its HA file
-    and its checkpoint tree must go (within check_s of CANCELED)."""
-    graphs_before = fc.ha_files(c, "submittedJobGraph") + fc.ha_files(c, "submittedExecutionPlan")
-    had_node = bool(tree.job_graph_paths(c.zk_root, job))
-    if not c.cancel(job):
-        raise RuntimeError("cancel of %s was refused" % job)
-    wait_until(lambda: c.job_state(job) == "CANCELED", 60, interval=0.1, what="job %s CANCELED" % job)
-    t0 = time.time()
-
-    def gone():
-        graphs = fc.ha_files(c, "submittedJobGraph") + fc.ha_files(c, "submittedExecutionPlan")
-        return (not tree.job_graph_paths(c.zk_root, job) and len(graphs) < len(graphs_before)
-                and not tree.exists("%s/jobs/%s" % (c.zk_root, job)))
-    try:
-        wait_until(gone, check_s, interval=0.1, what="the job graph removed")
-        removed, took = True, round(time.time() - t0, 2)
-    except TimeoutError:
-        removed, took = False, None
-    graphs = fc.ha_files(c, "submittedJobGraph") + fc.ha_files(c, "submittedExecutionPlan")
-    return {"job_graph_removed": removed, "removed_after_s": took, "had_job_graph_node": had_node,
-            "job_graph_node_left": bool(tree.job_graph_paths(c.zk_root, job)),
-            "job_graph_files_left": len(graphs) - (len(graphs_before) - 1),
-            "checkpoint_tree_left": tree.exists("%s/jobs/%s" % (c.zk_root, job))}
 
 
 # ---------------------------------------------------------------- a run
 
-def run_cell(args, flink, zk, scenarios, workdir, zkwarden):
-    """flink, zk: (line, version); zkwarden: zkwarden_build()'s, what the run measures."""
+def run_cell(args, flink, zk, scenarios, workdir, zkwarden, binaries):
+    """flink, zk: (line, version); zkwarden: zkwarden_build()'s, what the run
+    measures; binaries: the paths of the builds (zkwarden_build())."""
     cell = Cell(args, flink, zk, workdir)
     flink_line, zk_line = flink[0], zk[0]
     t0 = time.time()
@@ -542,9 +507,11 @@ def run_cell(args, flink, zk, scenarios, workdir, zkwarden):
         # for some patch releases only: the run names the jars it ran
         out["flink_runtime"] = cell.jars.get("flink-runtime")
         out["flink_container"] = cell.jars.get("flink-container")
+        # the quick run adds the standby's (a) to the cluster of S1-S3 (under a minute)
+        folded = args.quick and "standby" in scenarios and bool(set(scenarios) & set(SESSION_LIFE))
         if set(scenarios) & set(SESSION_LIFE):
             for m in modes:
-                step(SESSION_LIFE, m, cell.session_life, m, args.restarts)
+                step(SESSION_LIFE, m, cell.session_life, m, args.restarts, folded)
         if "pod_crash" in scenarios and not args.direct_only:
             step(["pod_crash"], "zkwarden", cell.pod_crash)
         if "observe" in scenarios and not args.direct_only:
@@ -560,8 +527,20 @@ def run_cell(args, flink, zk, scenarios, workdir, zkwarden):
             for m in modes:
                 step(["s1_60s"], m, cell.s1_60s, m)
         if "rolling_restart" in scenarios:
-            for m in modes:
+            # direct with Flink's default, direct with tolerate-suspended-connections, through zkwarden
+            for m in modes[:1] + ["direct_tolerate"] + modes[1:]:
                 step(["rolling_restart"], m, cell.rolling_restart, m)
+        if "standby" in scenarios and not folded:
+            for m in modes:
+                step(["standby"], m, standby.standby, cell, m)
+        if "reconnect" in scenarios and not args.direct_only:
+            step(["reconnect"], "zkwarden", standby.reconnect, cell, args.reconnect_drops)
+        for s in handover.SCENARIOS:
+            for m in ("stop_start", "zkwarden") if s in scenarios and not args.direct_only else ():
+                try:
+                    step([s], m, handover.handover, cell, s, m, binaries)
+                except sidecars.KeeperMissing as e:  # never skipped: a failure that says what to build
+                    cell.fail([s], m, "%s %s: %s" % (s, m, e), handover.MUST_HOLD[(s, "zkwarden")])
         cell.current = (list(scenarios), None)
         cell.judge()
     except Exception as e:
@@ -601,10 +580,35 @@ def _sha256(path):
     return h.hexdigest()
 
 
-def zkwarden_build(direct_only):
+def zkwarden_build(args, scenarios):
+    """What zkwarden the run measures and the builds it runs: (zkwarden_build's
+    record, {"zkwarden", "keeper", "upgrade": paths}), building what is missing
+    (sidecars.py). A keeper that cannot be had leaves "keeper_error": the
+    scenarios that need it fail with it."""
+    out = _describe(args.direct_only)
+    binaries = {"zkwarden": out.get("binary_path")}
+    if args.direct_only:
+        return out, binaries
+    if set(scenarios) & set(handover.NEEDS_KEEPER):
+        try:
+            binaries["keeper"] = sidecars.keeper_binary(binaries["zkwarden"])
+            out["keeper_sha256"] = _sha256(binaries["keeper"])
+        except sidecars.KeeperMissing as e:
+            binaries["keeper_error"] = str(e)
+            log(str(e))
+    if "sidecar_upgrade" in scenarios:
+        binaries["upgrade"] = sidecars.upgrade_binary(args.upgrade_bin)
+        out["upgrade_binary"] = "--upgrade-bin" if args.upgrade_bin else "build/flink/zkwarden-upgrade"
+        out["upgrade_binary_sha256"] = _sha256(binaries["upgrade"])
+        out["upgrade_version"] = sidecars.version_of(binaries["upgrade"])
+    return out, binaries
+
+
+def _describe(direct_only):
     """What zkwarden the run measures: the repository's `git describe --always
     --dirty` (the harness's checkout; "unknown" without git), the binary
-    ($ZKW_BIN or build/zkwarden) and its sha256 (None with --direct-only)."""
+    ($ZKW_BIN or build/zkwarden, built when missing) and its sha256 (None with
+    --direct-only)."""
     commit = "unknown"
     try:
         r = subprocess.run(["git", "-C", str(fc.REPO), "describe", "--always", "--dirty"],
@@ -616,7 +620,7 @@ def zkwarden_build(direct_only):
     out = {"commit": commit, "binary": "$ZKW_BIN" if os.environ.get("ZKW_BIN") else "build/zkwarden",
            "binary_sha256": None}
     if not direct_only:
-        out["binary_path"] = procs.zkwarden_binary()  # this machine's path: dropped from the result
+        out["binary_path"] = sidecars.zkwarden_binary()  # this machine's path: dropped from the result
         out["binary_sha256"] = _sha256(out["binary_path"])
     else:
         out["binary"] = "none (--direct-only)"
@@ -643,7 +647,8 @@ def stop_on_signals():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="S1, S2, S3 only (the test run's subset)")
+    p.add_argument("--quick", action="store_true", help="S1, S2, S3 and the standby's (a) on their cluster only "
+                   "(the test run's subset)")
     p.add_argument("--matrix", action="store_true", help="every Flink line x every ZooKeeper line")
     p.add_argument("--flink", default="1.20",
                    help="a Flink line (%s: its pinned patch release) or any release of one, e.g. 1.20.1"
@@ -662,6 +667,14 @@ def main():
     p.add_argument("--maven-repo", help="Maven local repository (default ~/.m2; an empty one measures a cold run)")
     p.add_argument("--zkwarden-log-level", default=os.environ.get("ZKW_LOG_LEVEL", "info"))
     p.add_argument("--workdir", help="keep every log here (default: a temporary directory, removed after a pass)")
+    p.add_argument("--rounds", type=int, default=5, help="handovers of each sidecar_* scenario (zkwarden's own "
+                   "crash, upgrade, restart)")
+    p.add_argument("--stop-start-rounds", type=int, default=2,
+                   help="rounds of their comparison: the sidecar stopped and started (0: none)")
+    p.add_argument("--upgrade-bin", help="the other build of sidecar_upgrade (default: the same sources built "
+                   "again with the version suffix %s)" % sidecars.UPGRADE_SUFFIX)
+    p.add_argument("--reconnect-drops", type=int, default=12, help="connection drops of the reconnect scenario")
+    p.add_argument("--seed", type=int, default=37, help="the random moments of the handovers")
     args = p.parse_args()
     stop_on_signals()
     # our own ZooKeeper session's reconnects in the rolling restart are no news
@@ -680,7 +693,11 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     log("work directory %s" % work)
     command = canonical_command(sys.argv[1:])
-    zkwarden = zkwarden_build(args.direct_only)
+    try:
+        zkwarden, binaries = zkwarden_build(args, scenarios)
+    except sidecars.Missing as e:
+        log(str(e))
+        return 2
     log("zkwarden %s, binary %s sha256 %s" % (zkwarden["commit"], zkwarden["binary"], zkwarden["binary_sha256"]))
     results = []
     try:
@@ -691,7 +708,7 @@ def main():
                 this = [s for s in scenarios if s != "s1_60s"]
             log("=== Flink %s on ZooKeeper %s: %s" % (f[1], z[1], ",".join(this)))
             r = run_cell(args, f, z, this, work / ("flink-%s-zk-%s" % (f[1], z[0] if z[0] == "debian" else z[1])),
-                         zkwarden)
+                         zkwarden, binaries)
             r["command"] = command
             results.append(r)
             if args.json:
@@ -712,7 +729,7 @@ def main():
 
 
 # Options that name files of this machine: left out of the command a result records.
-LOCAL_OPTIONS = ("--workdir", "--json", "--docs", "--maven-repo")
+LOCAL_OPTIONS = ("--workdir", "--json", "--docs", "--maven-repo", "--upgrade-bin")
 
 
 def canonical_command(argv):

@@ -56,8 +56,14 @@ def create(xid, path, data=b"", flags=0):
 class RawSession:
     """A connected, established ZooKeeper session on a raw socket."""
 
-    def __init__(self, port, timeout_ms=10000, sock_timeout=10.0):
-        self.sock = socket.create_connection((HOST, port), timeout=sock_timeout)
+    def __init__(self, port, timeout_ms=10000, sock_timeout=10.0, rcvbuf=None):
+        if rcvbuf:  # a small receive window: set before connecting, never shrunk after
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(sock_timeout)
+            self.sock.connect((HOST, port))
+        else:
+            self.sock = socket.create_connection((HOST, port), timeout=sock_timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.sock.sendall(connect_request(timeout_ms))

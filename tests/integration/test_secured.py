@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import NoAuthError, NoNodeError, NotEmptyError
+from kazoo.exceptions import NoAuthError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
 import krbrealm
@@ -261,7 +261,9 @@ def test_reclaim_at_delete(kind, layout, secured, zkwarden_factory, kazoo_factor
 def test_reclaim_at_create(secured, zkwarden_factory, kazoo_factory):
     """The new session re-creates its store's lock while a stale one of the
     same name exists: without zkwarden Flink takes NODEEXISTS as "held" and
-    the lock vanishes later; through zkwarden the stale one is replaced."""
+    the lock vanishes later; through zkwarden the JobManager gets the same
+    NODEEXISTS and the stale one is replaced by its own, in-band with its
+    rights."""
     proxy, identity = sidecar(secured, zkwarden_factory)
     state, locks = checkpoint(secured.mode, "1.15")
     old = secured.client(kazoo_factory, secured.zk.hostport)
@@ -270,8 +272,10 @@ def test_reclaim_at_create(secured, zkwarden_factory, kazoo_factory):
     old.create(lock, forged_tag(identity, 0), ephemeral=True)
     jm = secured.client(kazoo_factory, proxy.hostport)
     zxids = spy_zxids(jm)
-    jm.create(lock, b"127.0.0.1", ephemeral=True)
-    assert jm.exists(lock).ephemeralOwner == jm.client_id[0]
+    with pytest.raises(NodeExistsError):
+        jm.create(lock, b"127.0.0.1", ephemeral=True)
+    wait_until(lambda: jm.exists(lock).ephemeralOwner == jm.client_id[0], 10,
+               what="the stale lock replaced by the JobManager's own")
     assert jm.get(lock)[0] == b"127.0.0.1"
     assert proxy.metric("zkwarden_reclaims_at_create_total") == 1
     assert_no_failures(proxy)

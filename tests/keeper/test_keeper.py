@@ -109,8 +109,9 @@ def test_spawned_worker_restarted_at_once_then_with_a_pause(zk_server, sidecars)
 def test_held_connection_survives_worker_kill(zk_server, sidecars):
     """An established session's connection stays open across a kill -9 of
     the worker: the keeper holds a duplicate (the very socket, by inode),
-    the client sees no EOF, and the next worker inherits it. Without a
-    keeper the client sees EOF at once."""
+    the client sees no EOF, and the next worker inherits it and takes the
+    session up (the journal): its requests are answered on the same
+    connection. Without a keeper the client sees EOF at once."""
     plain = sidecars(zk_server.hostport, name="plain")
     z = plain.worker()
     plain.serves()
@@ -136,6 +137,10 @@ def test_held_connection_survives_worker_kill(zk_server, sidecars):
         assert holds(k.pid, inode)
         w2 = sc.worker(env=KEEPER_ON, name="zkwarden2")
         sc.wait_log(w2, r"handed over the listening socket and 1 client connection\(s\) \(a worker served before\)")
+        # The next worker takes the session up from the journal: the same
+        # connection, the same session, answered again.
+        assert answers(s)
+        sc.wait_log(w2, r"inherited client connections: 1 recovered, 0 closed")
     finally:
         s.close()
 
@@ -245,6 +250,7 @@ def test_planned_restart_that_cannot_start_keeps_the_old_worker(zk_server, sidec
         wait_until(lambda: pid_gone(w), 30, what="the old worker to exit")
         sc.wait_log(k, r"the previous worker pid %d exited with status 0" % w)
         sc.serves()
+        assert answers(s)  # the session held through all of it goes on with the new worker
     finally:
         s.close()
 
@@ -295,14 +301,17 @@ def test_takeover_standalone_refuses_no_connection(zk_server, sidecars):
             sc.wait_log(new, "listening on")
             sc.serves()
         attempts, refused = refused_during(sc.port, takeover)
+        assert answers(held)  # the session goes on, on the same connection, through the new process
     finally:
         held.close()
     assert attempts > 20 and refused == 0, "%d of %d connection attempts refused" % (refused, attempts)
     new = sc.procs[-1]
     assert new.alive()
-    assert re.search(r"handed the listening socket and 1 client connection\(s\) to pid %d: exiting" % new.pid,
-                     old.text())
-    assert re.search(r"handed over the listening socket and 1 client connection\(s\)", new.text())
+    # The held session and whatever connections the loop had open then.
+    assert re.search(r"handed the listening socket and [1-9]\d* client connection\(s\) to pid %d: exiting"
+                     % new.pid, old.log.read_text(errors="replace"))
+    assert re.search(r"handed over the listening socket and [1-9]\d* client connection\(s\)",
+                     new.log.read_text(errors="replace"))
     # One takeover per process: the new one answers the next.
     third = sc.worker("--takeover", name="third")
     assert new.wait(60) == 0
@@ -385,6 +394,8 @@ def test_worker_sigterm_with_a_keeper_keeps_the_connections(zk_server, sidecars)
     z.signal(signal.SIGTERM)
     assert eof_within(s.sock, 10.0)
     s.close()
+    assert z.wait(30) == 0
+    z.stopped_by_test = True
 
     sc = sidecars(zk_server.hostport)
     k = sc.keeper(spawn=False)

@@ -3,14 +3,16 @@
  * merging into a cluster's tree and never above it, the bound; the record's
  * tree lines and the aging of its dead sessions (issue 30; issue 29 item
  * 10); which trees are the own ones at each moment (zkw_idtrees.c): a
- * record's only while it is creator-only, the current incarnation's before
- * earlier ones, which retire, the operator's first (issue 30 review). */
+ * record's only while it is trusted, the current incarnation's before
+ * earlier ones, which retire, the operator's first (issue 30 review); the
+ * verdict on a registry node's ACL (zkw_regtrust.c, issue 35). */
 #include <string.h>
 
 #include "zkw_config.h"
 #include "zkw_idstate.h"
 #include "zkw_idtrees.h"
 #include "zkw_record.h"
+#include "zkw_regtrust.h"
 #include "zkw_scope.h"
 #include "zkw_test.h"
 
@@ -176,29 +178,49 @@ static bool has(const struct zkw_scope *sc, const char *tree) {
   return false;
 }
 
-/* Item 1: a record anyone may write names another cluster's tree: not read
- * (nor carried on) unless the record is creator-only. */
-static void test_record_trees_only_while_creator_only(void) {
+/* Item 1 (issue 35): a record's trees are swept only once the record is
+ * judged trusted (only zkwarden's registry identity can change it); else
+ * they are shown (marked) and, with credentials, never carried on by a write
+ * of zkwarden's, which would make them look trusted. */
+static void test_record_trees_only_while_trusted(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
+  snprintf(icfg.registry_auth, sizeof icfg.registry_auth, "zkw:pw");
   struct zkw_scope rec = {0}, own;
   ASSERT_EQ(zkw_scope_add(&rec, &icfg.lock_roots, "/flink/other-cluster"), ZKW_SCOPE_CHANGED);
+  id.record_trust = ZKW_TRUST_PENDING;         /* read, not judged yet */
   ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec)); /* the record holds what this instance writes */
   ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
-  ASSERT_EQ(own.count, 0); /* not yet known creator-only */
-  id.record_restricted = true;
-  (void)zkw_identity_own_trees(&id, &own);
-  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
-  ASSERT_TRUE(!zkw_idtrees_distrust(&id)); /* creator-only: kept */
-  id.record_restricted = false;            /* a world ACL found */
-  ASSERT_TRUE(zkw_idtrees_distrust(&id));
-  ASSERT_TRUE(id.rec_trees_warned);
-  ASSERT_TRUE(!zkw_idtrees_distrust(&id)); /* nothing left: said once */
-  id.record_restricted = true;
-  (void)zkw_identity_own_trees(&id, &own);
   ASSERT_EQ(own.count, 0);
   zkw_idtrees_for_record(&id, &own);
-  ASSERT_EQ(own.count, 0); /* no write carries it on */
+  ASSERT_EQ(own.count, 0); /* nor written meanwhile */
+  zkw_identity_untrusted_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster")); /* the lock report shows it, marked */
+  id.record_trust = ZKW_TRUST_TRUSTED;
+  ASSERT_TRUE(zkw_idtrees_judged(&id, NULL)); /* held back until now: written */
+  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
+  zkw_identity_untrusted_trees(&id, &own);
+  ASSERT_EQ(own.count, 0);
+  /* Loaded again, and judged not trusted (another principal may write it). */
+  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec));
+  id.record_trust = ZKW_TRUST_UNTRUSTED;
+  ASSERT_TRUE(zkw_idtrees_judged(&id, "ip:0.0.0.0/0 may change it")); /* a write drops it */
+  ASSERT_TRUE(id.rec_trees_warned);
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, 0);
+  zkw_idtrees_for_record(&id, &own);
+  ASSERT_EQ(own.count, 0);
+  zkw_identity_untrusted_trees(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
+  /* Without credentials nothing read is trusted: carried on for the lock
+   * report (no write is due), never swept. */
+  icfg.registry_auth[0] = 0;
+  ASSERT_TRUE(!zkw_idtrees_judged(&id, ZKW_REGTRUST_NO_AUTH));
+  zkw_idtrees_for_record(&id, &own);
+  ASSERT_TRUE(has(&own, "/flink/other-cluster"));
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, 0);
 }
 
 /* Item 2: after a cluster-id change the old tree serves the new
@@ -240,7 +262,7 @@ static void test_current_incarnation_replaces_earlier_trees(void) {
 static void test_old_trees_never_crowd_out_the_current_one(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
-  id.record_restricted = true;
+  id.record_trust = ZKW_TRUST_TRUSTED;
   struct zkw_scope rec = {0}, own;
   char t[64];
   for (int i = 0; i < ZKW_SCOPE_TREES_MAX; i++) {
@@ -251,8 +273,13 @@ static void test_old_trees_never_crowd_out_the_current_one(void) {
   ASSERT_EQ(zkw_idtrees_learn(&id, 9, B("/flink/real/leader/latch/_c_c-latch-1")), ZKW_SCOPE_CHANGED);
   ASSERT_EQ(zkw_identity_own_trees(&id, &own), 1); /* one old tree has no room */
   ASSERT_STREQ(own.tree[0], "/flink/real/leader/latch");
-  /* The walk retires the old ones, walked or without room. */
-  ASSERT_EQ(zkw_idtrees_walked(&id, 9, &own), ZKW_SCOPE_TREES_MAX);
+  /* A complete pass retires the old ones it read; the one without room
+   * was not read: it stays, and the next complete pass reads it (issue 35,
+   * item 3: before, it was retired unread). */
+  ASSERT_EQ(zkw_idtrees_walked(&id, 9, &own), ZKW_SCOPE_TREES_MAX - 1);
+  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(own.count, 2);
+  ASSERT_EQ(zkw_idtrees_walked(&id, 9, &own), 1);
   ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
   ASSERT_EQ(own.count, 1);
   ASSERT_TRUE(zkw_idtrees_loaded(&id, &rec)); /* the old record is due a write */
@@ -299,13 +326,49 @@ static void test_operator_tree_begins_the_incarnation(void) {
   ASSERT_STREQ(own.tree[0], "/flink/new");
 }
 
+/* Issue 35 item 1: a registry node is trusted only when zkwarden's registry
+ * identity holds every permission and anyone else READ at most. The ACL as
+ * zkw_zk.c judges it: acl_ours, the union of the others' permissions, the
+ * first other entry that grants more than READ. */
+static void test_regtrust_verdicts(void) {
+  char buf[ZKW_REGTRUST_WHY_MAX];
+  struct zkw_zk_result r = {.rc = ZOK, .acl_ours = true};
+  ASSERT_TRUE(zkw_regtrust_why(&r, true, buf, sizeof buf) == NULL); /* creator-only: trusted */
+  ASSERT_STREQ(zkw_regtrust_why(&r, false, buf, sizeof buf), ZKW_REGTRUST_NO_AUTH);
+  r.acl_others = ZOO_PERM_READ; /* world:anyone READ beside it: still zkwarden's alone to change */
+  ASSERT_TRUE(zkw_regtrust_why(&r, true, buf, sizeof buf) == NULL);
+  r.acl_others = ZOO_PERM_ALL; /* an ip range, another user, world: every right */
+  snprintf(r.acl_other, sizeof r.acl_other, "ip:0.0.0.0/0");
+  const char *why = zkw_regtrust_why(&r, true, buf, sizeof buf);
+  ASSERT_TRUE(why && strstr(why, "ip:0.0.0.0/0") && strstr(why, "cdwa"));
+  r.acl_others = ZOO_PERM_CREATE | ZOO_PERM_DELETE; /* a parent: delete a record, create another */
+  snprintf(r.acl_other, sizeof r.acl_other, "digest:mallory:x");
+  why = zkw_regtrust_why(&r, true, buf, sizeof buf);
+  ASSERT_TRUE(why && strstr(why, "digest:mallory:x") && strstr(why, "(its ACL grants others cd)"));
+  struct zkw_zk_result noone = {.rc = ZOK}; /* read-only for all, but not written by zkwarden */
+  ASSERT_TRUE(zkw_regtrust_why(&noone, true, buf, sizeof buf) != NULL);
+  struct zkw_zk_result gone = {.rc = ZNONODE}, failed = {.rc = ZCONNECTIONLOSS};
+  ASSERT_STREQ(zkw_regtrust_why(&gone, true, buf, sizeof buf), "it is gone");
+  ASSERT_TRUE(strstr(zkw_regtrust_why(&failed, true, buf, sizeof buf), "cannot be read") != NULL);
+  /* The verdict holds for content of the same node under the same ACL. */
+  struct Stat acl = {.czxid = 7, .aversion = 1, .version = 4}, data = acl;
+  data.version = 9; /* written since: the same ACL covers it */
+  ASSERT_TRUE(zkw_regtrust_same(&acl, &data));
+  data.aversion = 2;
+  ASSERT_TRUE(!zkw_regtrust_same(&acl, &data));
+  data.aversion = 1;
+  data.czxid = 8; /* deleted and created again */
+  ASSERT_TRUE(!zkw_regtrust_same(&acl, &data));
+}
+
 int main(void) {
+  RUN(test_regtrust_verdicts);
   RUN(test_a_flink_cluster_is_one_tree);
   RUN(test_what_is_not_learned);
   RUN(test_bounded);
   RUN(test_record_keeps_the_trees);
   RUN(test_dead_sessions_age_out);
-  RUN(test_record_trees_only_while_creator_only);
+  RUN(test_record_trees_only_while_trusted);
   RUN(test_current_incarnation_replaces_earlier_trees);
   RUN(test_old_trees_never_crowd_out_the_current_one);
   RUN(test_operator_trees_make_room);

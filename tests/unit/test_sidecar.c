@@ -76,10 +76,13 @@ static void test_plain_client_lock_create_untouched(void) {
   ASSERT_EQ(request(s, 2, ZKW_OP_DELETE, LOCK, 0, &out), ZKW_FORWARD);
 }
 
-static void test_incarnation_lock_requests_are_barriers(void) {
+/* A lock create is kept (its NODEEXISTS is reclaimed behind the reply,
+ * nothing waits); a delete under the lock roots is a barrier (the requests
+ * after it wait for its answer, which a reclaim may withhold). */
+static void test_incarnation_lock_creates_are_kept_and_deletes_are_barriers(void) {
   struct zkw_session *s = new_session(3);
   struct zkw_buf out = {0};
-  ASSERT_EQ(request(s, 5, ZKW_OP_CREATE, LOCK, ZKW_CREATE_EPHEMERAL, &out), ZKW_REPLACE | ZKW_BARRIER);
+  ASSERT_EQ(request(s, 5, ZKW_OP_CREATE, LOCK, ZKW_CREATE_EPHEMERAL, &out), ZKW_REPLACE | ZKW_KEEP);
   struct zkw_request tagged;
   ASSERT_EQ(zkw_decode_request(out.data + 4, out.len - 4, &tagged), ZKW_OK);
   ASSERT_EQ(tagged.xid, 5);
@@ -153,7 +156,7 @@ int main(void) {
   }
   zkw_server_init(&srv, uv_default_loop(), &cfg, &zkw_sidecar_hooks, &identity);
   RUN(test_plain_client_lock_create_untouched);
-  RUN(test_incarnation_lock_requests_are_barriers);
+  RUN(test_incarnation_lock_creates_are_kept_and_deletes_are_barriers);
   RUN(test_held_request_stays_held);
   RUN(test_config_reply_names_the_sidecar);
   return zkw_test_summary("sidecar");
