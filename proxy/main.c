@@ -65,9 +65,9 @@ static void link_resume(void *arg) {
  * socket shut, the registry session left for the successor to re-attach. */
 static void link_handed_over(void *arg) {
   (void)arg;
-  zkw_log_info(
-      "handed over: exiting (the keeper or the successor holds the %llu connection(s) and the journal)",
-      (unsigned long long)srv.session_count);
+  zkw_log_info("handed over: exiting at once (%llu connection(s) open; the durable ones and the journal are "
+               "the keeper's or the successor's now)",
+               (unsigned long long)srv.session_count);
   zkw_fault_report();
   fflush(NULL);
   _exit(0);

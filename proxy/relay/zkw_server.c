@@ -280,6 +280,7 @@ int zkw_server_resume_accepting(struct zkw_server *srv) {
   }
   zkw_log_info("accepting on %s again", srv->listen_name);
   if (srv->listener_closing) {
+    if (srv->reopen_fd >= 0) close(srv->reopen_fd);
     srv->reopen_fd = fd; /* once the old handles are closed */
     return 0;
   }
