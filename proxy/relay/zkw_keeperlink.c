@@ -9,16 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "zkw_fault.h"
 #include "zkw_handover.h"
 #include "zkw_log.h"
 
-#define LINK_WAIT_MS 60000 /* the hand-over at start: a takeover waits for the running one to hand over */
-#define EXIT_WAIT_MS 30000 /* a standalone predecessor exits within this after READY */
-#define DONE_WAIT_MS 2000  /* room for DONE on the keeper's socket */
-#define QUEUE_MAX    4096  /* messages waiting for room on the keeper's socket: beyond, the link is lost */
+#define LINK_WAIT_MS   60000 /* the hand-over at start: a takeover waits for the running one to hand over */
+#define EXIT_WAIT_MS   30000 /* a standalone predecessor exits within this after READY */
+#define DONE_WAIT_MS   2000  /* room for DONE on the keeper's socket */
+#define QUEUE_MAX      4096  /* messages waiting for room on the keeper's socket: beyond, the link is lost */
+#define KEEPER_WAIT_MS 10000 /* a keeper not listening yet at start is waited for this long */
 
 enum state { SERVING, QUIESCING, HANDED_OVER, STOPPED };
 
@@ -299,6 +301,15 @@ int zkw_keeperlink_open(const struct zkw_config *cfg, bool takeover) {
   snprintf(from, sizeof from, "%s on %s", L.mode == ZKW_LINK_KEEPER ? "the keeper" : "the running zkwarden",
            L.addr.name);
   int fd = zkw_handover_connect(&L.addr);
+  /* A keeper that is starting too (the containers of a pod start together):
+   * its socket appears within moments. */
+  for (int waited = 0; fd == -ECONNREFUSED && L.mode == ZKW_LINK_KEEPER && waited < KEEPER_WAIT_MS;
+       waited += 100) {
+    if (!waited) zkw_log_info("waiting for the keeper on %s", L.addr.name);
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    fd = zkw_handover_connect(&L.addr);
+  }
   if (fd < 0) {
     if (L.mode == ZKW_LINK_KEEPER)
       zkw_log_error("ZKWARDEN_KEEPER=on but no keeper answers on %s: %s (start zkwarden-keeper, or set "

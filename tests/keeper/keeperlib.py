@@ -166,7 +166,9 @@ class Sidecar:
             argv += ["--env-file", str(env_file)]
         if spawn:
             argv += ["--spawn", str(binary or zkwarden_bin())]
-        return self._start("keeper", argv, env)
+        k = self._start("keeper", argv, env)
+        wait_until(lambda: not k.alive() or "handover socket @" in k.text(), 30, what="the keeper to listen")
+        return k
 
     def worker(self, *args, env=None, name="zkwarden"):
         """A zkwarden the test starts itself (standalone, or with
