@@ -110,16 +110,13 @@ static void after_quiesce(int status) {
   struct zkw_keeperlink_snapshot snap;
   zkw_keeperlink_snapshot(&snap);
   if (status) zkw_log_warn("handover: the quiesce reported %s: handing over anyway", strerror(-status));
-  int rc = 0;
   uint32_t clients = 0;
   for (size_t i = 0; i < snap.nslots; i++)
     clients += snap.slot_fds[i] >= 0;
-  if (!rc) {
-    struct zkw_handover_state st = {ZKW_STATE_STANDALONE | ZKW_STATE_PREVIOUS, clients, 1};
-    int fds[3] = {snap.listen_fd, snap.journal_fd, snap.admin_fd};
-    if (snap.admin_fd >= 0) st.flags |= ZKW_STATE_ADMIN;
-    rc = send_wait(p->fd, ZKW_HO_STATE, 0, &st, sizeof st, fds, snap.admin_fd >= 0 ? 3 : 2);
-  }
+  struct zkw_handover_state st = {ZKW_STATE_STANDALONE | ZKW_STATE_PREVIOUS, clients, 1};
+  int fds[3] = {snap.listen_fd, snap.journal_fd, snap.admin_fd};
+  if (snap.admin_fd >= 0) st.flags |= ZKW_STATE_ADMIN;
+  int rc = send_wait(p->fd, ZKW_HO_STATE, 0, &st, sizeof st, fds, snap.admin_fd >= 0 ? 3 : 2);
   for (size_t i = 0; !rc && i < snap.nslots; i++)
     if (snap.slot_fds[i] >= 0)
       rc = send_wait(p->fd, ZKW_HO_CLIENT, (uint32_t)i, NULL, 0, &snap.slot_fds[i], 1);
