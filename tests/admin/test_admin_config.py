@@ -49,6 +49,11 @@ BAD = {
     "ZKWARDEN_LOG_FORMAT": ("xml", "text or json"),
     "ZKWARDEN_LOG_FILE": ("/nonexistent-dir/zkwarden.log", "opened for appending"),
     "ZKWARDEN_AUDIT_FILE": ("/nonexistent-dir/audit.jsonl", "opened for appending"),
+    "ZKWARDEN_MAX_BUFFERED_BYTES": ("1048575", "an integer from 1048576 to"),
+    "ZKWARDEN_DURABLE_SESSIONS": ("4097", "an integer from 0 to 4096"),
+    "ZKWARDEN_KEEPER": ("yes", "on or off"),
+    "ZKWARDEN_KEEPER_SOCKET": ("two words", "printable characters without spaces"),
+    "ZKWARDEN_TAKEOVER": ("1", "on or off"),
 }
 SECRETS = {"ZKWARDEN_REGISTRY_AUTH"}
 # Tried on variables added later that have no row above yet.
