@@ -1,0 +1,188 @@
+"""A reclaim at create whose connection goes away under it (issue 35,
+review).
+
+A lock create that meets a stale lock gets the server's NODEEXISTS, which
+Flink reads as "I hold it"; zkwarden makes that true behind the reply with
+one multi on the JobManager's connection (delete the stale lock at its
+version, create the JobManager's own). Here the server's connection is cut
+as that multi is sent (a relay in front of a real ZooKeeper drops both
+sides of the connection when it sees zkwarden's multi, xid >= 0x7fff0000,
+opcode 14, and passes everything else): the session moves (the same server,
+through the relay again) and the multi's outcome is unknown. The reclaim
+reads the lock again on the moved connection and replaces it then: the
+JobManager, which was told it holds the lock, holds it. Before, the reclaim
+ended on the connection loss and the lock stayed the dead incarnation's (it
+vanishes with that session, or the sweep deletes it as stale: the JobManager
+holds nothing). The JobManager sees no state change, as in any move.
+
+The same with the new read's allocation failing (the sanitizer build's
+fault seam, ZKW_TEST_FAULT=alloc:1@<its line>): the reclaim ends as a failed
+step, the lock stays the dead incarnation's (as direct), nothing crashes or
+leaks, the JobManager stays connected.
+"""
+
+import os
+import socket
+import struct
+import threading
+import uuid
+
+import pytest
+from kazoo.exceptions import NodeExistsError
+
+from checkpoints import forged_tag
+from zkharness import HOST, REPO, wait_until
+
+pytestmark = pytest.mark.zkwarden
+
+INBAND_XID_BASE = 0x7FFF0000
+OP_MULTI = 14
+
+
+def _shut(*socks):
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class CutOnInbandMulti:
+    """127.0.0.1:port in front of a ZooKeeper server: bytes pass both ways,
+    but the first in-band multi from zkwarden is not forwarded: its
+    connection is cut on both sides instead. Later connections pass."""
+
+    def __init__(self, target_port):
+        self.target = (HOST, target_port)
+        self.cuts = 0
+        self.accepted = 0
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind((HOST, 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.socks = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(self.target)
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.socks += [c, u]
+                self.accepted += 1
+            threading.Thread(target=self._requests, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        _shut(a, b)
+
+    def _requests(self, c, u):
+        """Client to server, frame by frame (the first frame is the
+        ConnectRequest, whose first int is not an xid: it never matches)."""
+        buf = b""
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                buf += d
+                while len(buf) >= 4:
+                    (n,) = struct.unpack(">i", buf[:4])
+                    if len(buf) < 4 + n:
+                        break
+                    frame, buf = buf[:4 + n], buf[4 + n:]
+                    xid, op = struct.unpack(">ii", frame[4:12]) if n >= 8 else (0, 0)
+                    with self.lock:
+                        cut = xid >= INBAND_XID_BASE and op == OP_MULTI and self.cuts == 0
+                        self.cuts += cut
+                    if cut:
+                        _shut(c, u)
+                        return
+                    u.sendall(frame)
+        except OSError:
+            pass
+        _shut(c, u)
+
+    def stop(self):
+        self.lsock.close()
+        with self.lock:
+            for s in self.socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+
+def read_again_point():
+    """ZKW_TEST_FAULT's point for the allocation of the read begun again
+    (create_again in zkw_reclaim.c): its file and line."""
+    src = REPO / "proxy" / "sidecar" / "zkw_reclaim.c"
+    lines = src.read_text().splitlines()
+    at = [i + 1 for i, l in enumerate(lines) if "struct lock_arg *a = path ? zkw_malloc(sizeof *a) : NULL;" in l]
+    assert len(at) == 1, at
+    return "zkw_reclaim.c:%d" % at[0]
+
+
+@pytest.mark.parametrize("fault", ["none", "alloc"])
+def test_a_move_under_a_reclaim_at_create_still_gives_the_jobmanager_its_lock(fault, private_zk, zkwarden_factory,
+                                                                              kazoo_factory):
+    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
+    if fault == "alloc":
+        binary = os.environ.get("ZKW_BIN") or str(REPO / "build-asan" / "zkwarden")
+        with open(binary, "rb") as f:
+            assert b"ZKW_TEST_FAULT" in f.read(), "%s was built without -DZKW_FAULT_INJECTION=ON" % binary
+        env["ZKW_TEST_FAULT"] = "alloc:1@" + read_again_point()
+    relay = CutOnInbandMulti(private_zk.port)
+    try:
+        identity = "reclaim-move-%s" % uuid.uuid4().hex[:6]
+        env["ZKWARDEN_IDENTITY"] = identity
+        proxy = zkwarden_factory.start("%s:%d" % (HOST, relay.port), extra_env=env)
+        base = "/flink/%s" % uuid.uuid4().hex[:8]
+        jm = kazoo_factory(proxy.hostport, timeout=20)
+        states = []
+        jm.add_listener(states.append)
+        jm.create("%s/leader/latch/_c_%s-latch-" % (base, uuid.uuid4()), b"", ephemeral=True, sequence=True,
+                  makepath=True)
+        # The incarnation's first sweep ends first (it would delete the stale lock itself).
+        wait_until(lambda: "sweep done" in proxy.stderr(), 30, what="the incarnation's sweep")
+        # A stale lock of an earlier incarnation of this identity, kept by a live session.
+        ghost = kazoo_factory(private_zk.hostport)
+        lock = "%s/jobs/%s/checkpoints/%019d/locks/%s" % (base, "d" * 32, 3, uuid.uuid4())
+        ghost.create(lock, forged_tag(identity, 0, session=ghost.client_id[0]), ephemeral=True, makepath=True)
+        with pytest.raises(NodeExistsError):  # what the server said; Flink: "I hold it"
+            jm.create(lock, b"127.0.0.1", ephemeral=True)
+        wait_until(lambda: relay.cuts == 1, 10, what="the reclaim's multi (the connection cut under it)")
+        wait_until(lambda: proxy.metric('zkwarden_session_moves_total{outcome="moved"}') == 1, 20,
+                   what="the session moved")
+        if fault == "alloc":  # the read again cannot begin: the reclaim ends there, as a failed step
+            wait_until(lambda: "fault injection: failing alloc" in proxy.stderr(), 15, what="the injected failure")
+            wait_until(lambda: proxy.metric("zkwarden_reclaim_failures_total{reason=\"connection_loss\"}") >= 1, 10,
+                       what="the failed step counted")
+            assert jm.exists(lock).ephemeralOwner == ghost.client_id[0]  # as direct
+            assert states == [] and jm.connected, states
+            return  # the factory's shutdown check: exit 0, no sanitizer report, no leak
+        wait_until(lambda: jm.exists(lock) is not None and jm.exists(lock).ephemeralOwner == jm.client_id[0], 15,
+                   what="the stale lock replaced by the JobManager's own after the move")
+        assert jm.get(lock)[0] == b"127.0.0.1"  # its own bytes, the tag hidden
+        assert proxy.metric("zkwarden_reclaims_at_create_total") == 1
+        assert states == [] and jm.connected, states
+        ghost.stop()  # the dead incarnation's session ends: the JobManager keeps its lock
+        assert jm.exists(lock).ephemeralOwner == jm.client_id[0]
+    finally:
+        relay.stop()
