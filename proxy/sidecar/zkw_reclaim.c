@@ -445,6 +445,15 @@ static void read_locks(struct zkw_reclaim *rcl) {
   read_settled(rcl);
 }
 
+/* The children could not be kept: a failed step like any other (logged at
+ * warn, counted, recorded); the JobManager gets the reply it would have
+ * had. */
+static void out_of_memory(struct zkw_reclaim *rcl) {
+  zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "keep (out of memory) the locks under", rcl->path,
+                            ZSYSTEMERROR, NULL);
+  reclaim_finish(rcl, false);
+}
+
 static void children_read(void *arg, const struct zkw_zk_result *r) {
   struct zkw_reclaim *rcl = arg;
   if (r->rc == ZNONODE) return reclaim_finish(rcl, true); /* the parent is gone: replay */
@@ -453,7 +462,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
     return reclaim_finish(rcl, false);
   }
   rcl->locks = zkw_calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rcl->locks);
-  if (!rcl->locks) return reclaim_finish(rcl, false);
+  if (!rcl->locks) return out_of_memory(rcl);
   for (int i = 0; i < r->child_count; i++) {
     const char *name = r->children[i];
     if (!zkw_is_uuid((const uint8_t *)name, strlen(name))) {
@@ -463,7 +472,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
     }
     size_t n = strlen(rcl->path) + strlen(name) + 2;
     rcl->locks[i].path = zkw_malloc(n);
-    if (!rcl->locks[i].path) return reclaim_finish(rcl, false);
+    if (!rcl->locks[i].path) return out_of_memory(rcl);
     snprintf(rcl->locks[i].path, n, "%s/%s", rcl->path, name);
     rcl->count = i + 1;
   }

@@ -19,8 +19,14 @@ The same with the new read's allocation failing (the sanitizer build's
 fault seam, ZKW_TEST_FAULT=alloc:1@<its line>): the reclaim ends as a failed
 step, the lock stays the dead incarnation's (as direct), nothing crashes or
 leaks, the JobManager stays connected.
+
+And a reclaim at delete whose list of locks cannot be kept (its allocation
+failed by the seam) is a failed step like any other: logged at warn,
+counted, recorded; the JobManager gets its NOTEMPTY. Before, it ended
+without a word.
 """
 
+import json
 import os
 import socket
 import struct
@@ -28,7 +34,7 @@ import threading
 import uuid
 
 import pytest
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NotEmptyError
 
 from checkpoints import forged_tag
 from zkharness import HOST, REPO, wait_until
@@ -129,14 +135,20 @@ class CutOnInbandMulti:
                     pass
 
 
-def read_again_point():
-    """ZKW_TEST_FAULT's point for the allocation of the read begun again
-    (create_again in zkw_reclaim.c): its file and line."""
-    src = REPO / "proxy" / "sidecar" / "zkw_reclaim.c"
-    lines = src.read_text().splitlines()
-    at = [i + 1 for i, l in enumerate(lines) if "struct lock_arg *a = path ? zkw_malloc(sizeof *a) : NULL;" in l]
-    assert len(at) == 1, at
+def reclaim_point(text):
+    """ZKW_TEST_FAULT's point (file:line) of the one line of zkw_reclaim.c
+    holding text."""
+    lines = (REPO / "proxy" / "sidecar" / "zkw_reclaim.c").read_text().splitlines()
+    at = [i + 1 for i, l in enumerate(lines) if text in l]
+    assert len(at) == 1, (text, at)
     return "zkw_reclaim.c:%d" % at[0]
+
+
+def fault_binary():
+    binary = os.environ.get("ZKW_BIN") or str(REPO / "build-asan" / "zkwarden")
+    with open(binary, "rb") as f:
+        assert b"ZKW_TEST_FAULT" in f.read(), "%s was built without -DZKW_FAULT_INJECTION=ON" % binary
+    return binary
 
 
 @pytest.mark.parametrize("fault", ["none", "alloc"])
@@ -144,10 +156,8 @@ def test_a_move_under_a_reclaim_at_create_still_gives_the_jobmanager_its_lock(fa
                                                                               kazoo_factory):
     env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_SWEEP_INTERVAL_S": "0"}
     if fault == "alloc":
-        binary = os.environ.get("ZKW_BIN") or str(REPO / "build-asan" / "zkwarden")
-        with open(binary, "rb") as f:
-            assert b"ZKW_TEST_FAULT" in f.read(), "%s was built without -DZKW_FAULT_INJECTION=ON" % binary
-        env["ZKW_TEST_FAULT"] = "alloc:1@" + read_again_point()
+        fault_binary()
+        env["ZKW_TEST_FAULT"] = "alloc:1@" + reclaim_point("struct lock_arg *a = path ? zkw_malloc(sizeof *a) : NULL;")
     relay = CutOnInbandMulti(private_zk.port)
     try:
         identity = "reclaim-move-%s" % uuid.uuid4().hex[:6]
@@ -186,3 +196,28 @@ def test_a_move_under_a_reclaim_at_create_still_gives_the_jobmanager_its_lock(fa
         assert jm.exists(lock).ephemeralOwner == jm.client_id[0]
     finally:
         relay.stop()
+
+
+def test_a_reclaim_at_delete_that_cannot_keep_the_locks_says_so(private_zk, zkwarden_factory, kazoo_factory):
+    fault_binary()
+    identity = "reclaim-oom-%s" % uuid.uuid4().hex[:6]
+    proxy = zkwarden_factory.start(private_zk, extra_env={
+        "ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": identity, "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+        "ZKW_TEST_FAULT": "alloc:1@" + reclaim_point("rcl->locks = zkw_calloc((size_t)(r->child_count")})
+    base = "/flink/%s" % uuid.uuid4().hex[:8]
+    jm = kazoo_factory(proxy.hostport)
+    jm.create("%s/leader/latch/_c_%s-latch-" % (base, uuid.uuid4()), b"", ephemeral=True, sequence=True,
+              makepath=True)
+    wait_until(lambda: "sweep done" in proxy.stderr(), 30, what="the incarnation's sweep")
+    ghost = kazoo_factory(private_zk.hostport)
+    locks = "%s/jobs/%s/checkpoints/%019d/locks" % (base, "e" * 32, 4)
+    ghost.create("%s/%s" % (locks, uuid.uuid4()), forged_tag(identity, 0, session=ghost.client_id[0]),
+                 ephemeral=True, makepath=True)
+    with pytest.raises(NotEmptyError):  # the reply it would have had direct
+        jm.delete(locks)
+    assert "fault injection: failing alloc" in proxy.stderr()
+    assert "reclaim_at_delete: cannot keep (out of memory) the locks under %s: " % locks in proxy.stderr()
+    assert sum(v for k, v in proxy.metrics().items() if k.startswith("zkwarden_reclaim_failures_total")) == 1
+    rows = json.loads(proxy.admin_get("/v1/reclaims")[1])["reclaims"]
+    assert any(r["path"] == locks and "cannot keep (out of memory)" in r["reason"] for r in rows), rows
+    assert jm.connected and ghost.exists(locks) is not None
