@@ -28,7 +28,6 @@ without a word.
 
 import json
 import os
-import socket
 import struct
 import threading
 import uuid
@@ -37,102 +36,40 @@ import pytest
 from kazoo.exceptions import NodeExistsError, NotEmptyError
 
 from checkpoints import forged_tag
+from test_slow_inband import INBAND_XID_BASE, SlowInbandServer, _shut, frames
 from zkharness import HOST, REPO, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
-INBAND_XID_BASE = 0x7FFF0000
 OP_MULTI = 14
 
 
-def _shut(*socks):
-    for s in socks:
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-class CutOnInbandMulti:
-    """127.0.0.1:port in front of a ZooKeeper server: bytes pass both ways,
-    but the first in-band multi from zkwarden is not forwarded: its
-    connection is cut on both sides instead. Later connections pass."""
+class CutOnInbandMulti(SlowInbandServer):
+    """127.0.0.1:port in front of a ZooKeeper server (test_slow_inband's
+    relay, replies undelayed): bytes pass both ways, but the first in-band
+    multi from zkwarden is not forwarded: its connection is cut on both sides
+    instead. Later connections pass."""
 
     def __init__(self, target_port):
-        self.target = (HOST, target_port)
         self.cuts = 0
-        self.accepted = 0
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind((HOST, 0))
-        self.lsock.listen(16)
-        self.port = self.lsock.getsockname()[1]
-        self.socks = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.cut_lock = threading.Lock()
+        super().__init__(target_port, 0.0)
 
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            u = socket.create_connection(self.target)
-            for s in (c, u):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self.lock:
-                self.socks += [c, u]
-                self.accepted += 1
-            threading.Thread(target=self._requests, args=(c, u), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a, b):
-        try:
-            while True:
-                d = a.recv(65536)
-                if not d:
-                    break
-                b.sendall(d)
-        except OSError:
-            pass
-        _shut(a, b)
-
-    def _requests(self, c, u):
+    def _pipe(self, c, u):
         """Client to server, frame by frame (the first frame is the
         ConnectRequest, whose first int is not an xid: it never matches)."""
-        buf = b""
         try:
-            while True:
-                d = c.recv(65536)
-                if not d:
+            for frame in frames(c):
+                xid, op = struct.unpack(">ii", frame[4:12]) if len(frame) >= 12 else (0, 0)
+                with self.cut_lock:
+                    cut = xid >= INBAND_XID_BASE and op == OP_MULTI and self.cuts == 0
+                    self.cuts += cut
+                if cut:
                     break
-                buf += d
-                while len(buf) >= 4:
-                    (n,) = struct.unpack(">i", buf[:4])
-                    if len(buf) < 4 + n:
-                        break
-                    frame, buf = buf[:4 + n], buf[4 + n:]
-                    xid, op = struct.unpack(">ii", frame[4:12]) if n >= 8 else (0, 0)
-                    with self.lock:
-                        cut = xid >= INBAND_XID_BASE and op == OP_MULTI and self.cuts == 0
-                        self.cuts += cut
-                    if cut:
-                        _shut(c, u)
-                        return
-                    u.sendall(frame)
+                u.sendall(frame)
         except OSError:
             pass
         _shut(c, u)
-
-    def stop(self):
-        self.lsock.close()
-        with self.lock:
-            for s in self.socks:
-                try:
-                    s.close()
-                except OSError:
-                    pass
 
 
 def reclaim_point(text):
