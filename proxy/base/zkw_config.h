@@ -44,9 +44,9 @@
     "client connections served at once; a newcomer beyond it first displaces the oldest connection that "    \
     "has sent no handshake, else it is accepted, closed and counted")                                        \
   X(max_buffered, "ZKWARDEN_MAX_BUFFERED_BYTES", "268435456", uint, 1048576, 0x7fffffff,                     \
-    "bound on the bytes zkwarden buffers for all connections together: over it, each connection stops "      \
-    "being read at its next frame boundary until the buffers drain under three quarters of it "              \
-    "(zkwarden_buffered_bytes)")                                                                             \
+    "bound on the bytes zkwarden buffers for all connections together: over it, a connection holding more "  \
+    "than its share (the bound over the connections open) stops being read at its next frame boundary "      \
+    "until the buffers drain under three quarters of it (zkwarden_buffered_bytes)")                          \
   X(durable_sessions, "ZKWARDEN_DURABLE_SESSIONS", "64", uint, 0, 4096,                                      \
     "client connections whose state zkwarden keeps in its journal so that its successor (after a crash, an " \
     "upgrade, a restart) takes them over without the client noticing; connections beyond it are served as "  \

@@ -203,8 +203,9 @@ struct zkw_histogram {
     "Requests awaiting their reply, all connections (computed).")                                            \
   X(bytes, COUNTER, DIR, "zkwarden_relayed_bytes_total", "Bytes relayed, by direction.")                     \
   X(buffered_bytes, GAUGE, NONE, "zkwarden_buffered_bytes",                                                  \
-    "Bytes zkwarden buffers now for all connections together (computed; bounded by "                         \
-    "ZKWARDEN_MAX_BUFFERED_BYTES).")                                                                         \
+    "Bytes zkwarden buffers now, all connections together (computed: the capacity of its buffers in use; "   \
+    "past ZKWARDEN_MAX_BUFFERED_BYTES reads stop at frame boundaries, so it stays under that bound plus "    \
+    "the frame each connection is reading or writing).")                                                     \
   X(buffer_cap_pauses, COUNTER, NONE, "zkwarden_buffer_cap_pauses_total",                                    \
     "Times a connection stopped being read because all buffers together passed "                             \
     "ZKWARDEN_MAX_BUFFERED_BYTES (logged at warn when it begins).")                                          \
@@ -234,9 +235,9 @@ struct zkw_histogram {
   X(fence_failures, COUNTER, NONE, "zkwarden_fence_failures_total",                                          \
     "Fencing attempts that failed or timed out.")                                                            \
   X(reclaims_create, COUNTER, NONE, "zkwarden_reclaims_at_create_total",                                     \
-    "Stale locks that made a lock create get NODEEXISTS, replaced by the JobManager's own lock in-band "     \
-    "(the "                                                                                                  \
-    "JobManager got the server's NODEEXISTS: for Flink, the lock is held).")                                 \
+    "Lock creates that got NODEEXISTS on a stale lock whose JobManager then got its own lock in-band (the "  \
+    "stale lock replaced by it, or the create made again where the stale lock went meanwhile); the "         \
+    "JobManager had the server's NODEEXISTS: for Flink, the lock is held.")                                  \
   X(reclaims_delete, COUNTER, NONE, "zkwarden_reclaims_at_delete_total",                                     \
     "Deletes replayed after deleting the stale locks that caused NOTEMPTY.")                                 \
   X(barrier_waits, COUNTER, NONE, "zkwarden_lock_delete_waits_total",                                        \

@@ -303,9 +303,10 @@ static int answer_barrier_lost(struct zkw_session *s, int32_t xid, int32_t op, u
 }
 
 /* Answers the client's requests in flight, in their order: a barrier whose
- * reply was withheld with CONNECTIONLOSS (its replay's entry is that one),
- * then the replies that were held behind it as they came, then the pending
- * ring with CONNECTIONLOSS (zkwarden's own got theirs from zkw_inband).
+ * reply was withheld first (zkw_replies_restore: its reply as the server
+ * gave it, or CONNECTIONLOSS once its replay was sent: the replay's entry is
+ * that one), then the pending ring with CONNECTIONLOSS (nothing of the
+ * client's is behind a barrier; zkwarden's own got theirs from zkw_inband).
  * Returns 0 or -1 (closed). */
 static int answer_lost(struct zkw_session *s) {
   s->move_lost = 0;

@@ -105,7 +105,11 @@ static int verdict(struct zkw_session *s, const struct zkw_reply *rep, const uin
       s->jr.hold = s->jr.popped - 1; /* not answered yet (zkw_journal.h) */
       return ZKW_DROP;               /* the client waits for it */
     }
-    rc = ZKW_E_NOSPACE;
+    /* It cannot be kept: the client gets it as it came, as when the
+     * policy's work fails (its late replay or delivery does nothing). */
+    zkw_slog(s, ZKW_LOG_WARN,
+             "out of memory withholding a reply for a reclaim: the client gets it as it came");
+    rc = ZKW_FORWARD;
   }
   if (at_barrier || (pflags & ZKW_PENDING_REPLAY))
     barrier_done(s);

@@ -38,6 +38,10 @@
 
 /* ---------------------------------------------------------------- reclaim */
 
+/* At create: the reads of the lock, the first included, when a step's
+ * connection goes away under it (create_again). */
+#define CREATE_TRIES 3
+
 static const char NOT_A_LOCK[] = "not a lock (its name is not a UUID)";
 static const char UNTRUSTED_RECORD[] =
     "a lock of an identity whose registry record is not trusted (see the warn "
@@ -51,6 +55,7 @@ struct zkw_reclaim {
   bool is_create;
   bool observing;   /* observe mode: read through the registry session, change nothing */
   bool released;    /* at create: the JobManager deleted the lock since its NODEEXISTS */
+  int tries;        /* at create: reads of the lock begun (another after a connection loss) */
   uint8_t *request; /* at create: the JobManager's create (RequestHeader + CreateRequest, tagged) */
   size_t request_len;
   char path[1024];
@@ -124,6 +129,36 @@ static void delete_settled(struct zkw_reclaim *rcl) {
 }
 
 static void reclaim_done_cb(void *arg, const struct zkw_zk_result *r);
+static void lock_read_cb(void *arg, const struct zkw_zk_result *r);
+
+/* At create: a step on the JobManager's connection got no answer (zerr: a
+ * connection loss, a session move answered it; a timeout): its outcome is
+ * unknown, and the JobManager, told it holds the lock, would hold nothing.
+ * The lock is read again, in-band (once the session has moved: the in-band
+ * queue sends it then), and the reclaim goes on from what that read shows,
+ * the lost step's work included, unless the JobManager released the lock
+ * meanwhile or CREATE_TRIES reads were begun. Returns true if it goes on. */
+static bool create_again(struct zkw_reclaim *rcl, int zerr) {
+  if (!rcl->is_create || rcl->observing || rcl->released || rcl->s->phase == ZKW_PHASE_CLOSING ||
+      (zerr != ZCONNECTIONLOSS && zerr != ZOPERATIONTIMEOUT) || rcl->tries >= CREATE_TRIES)
+    return false;
+  struct zkw_lock_check *c = &rcl->locks[0];
+  char *path = c->path ? c->path : zkw_strdup(rcl->path);
+  *c = (struct zkw_lock_check){.path = path};
+  rcl->count = rcl->pending = 1;
+  rcl->blocked = NULL;
+  struct lock_arg *a = path ? zkw_malloc(sizeof *a) : NULL;
+  if (a) *a = (struct lock_arg){rcl, 0};
+  if (!a || read_node(rcl, rcl->path, lock_read_cb, a) != 0) {
+    free(a);
+    return false;
+  }
+  rcl->tries++;
+  zkw_slog(rcl->s, ZKW_LOG_INFO, "reclaim at create: %s: %s: reading it again", rcl->path,
+           zerr == ZCONNECTIONLOSS ? "the connection went away under the last step"
+                                   : "the last step timed out");
+  return true;
+}
 
 /* At create: the JobManager holds the lock as far as it knows (its client
  * had NODEEXISTS); the node that was in the way is gone (or was swept
@@ -160,7 +195,7 @@ static void replaced_cb(void *arg, const struct zkw_zk_result *r) {
   }
   if (r->rc == ZNONODE && r->failed_op == 0) return create_own(rcl, "the stale lock went meanwhile");
   zkw_lockcheck_step_failed(rcl->s, ZKW_HISTORY_RECLAIM_CREATE, "replace the stale lock", c->path, r->rc, c);
-  reclaim_finish(rcl, false);
+  if (!create_again(rcl, r->rc)) reclaim_finish(rcl, false);
 }
 
 static void reclaim_decide(struct zkw_reclaim *rcl) {
@@ -224,7 +259,7 @@ static void reclaim_done_cb(void *arg, const struct zkw_zk_result *r) {
   else
     zkw_lockcheck_step_failed(rcl->s, ZKW_HISTORY_RECLAIM_CREATE, "create the JobManager's lock", rcl->path,
                               r->rc, NULL);
-  reclaim_finish(rcl, false);
+  if (r->rc == ZOK || !create_again(rcl, r->rc)) reclaim_finish(rcl, false);
 }
 
 static void reclaim_deleted(void *arg, const struct zkw_zk_result *r) {
@@ -351,6 +386,7 @@ static void lock_read(struct zkw_reclaim *rcl, int i, const struct zkw_zk_result
   if (r->rc != ZOK) {
     c->why = "unreadable";
     zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "read the lock", c->path, r->rc, NULL);
+    if (create_again(rcl, r->rc)) return;
     if (!rcl->blocked) {
       rcl->blocked = "unreadable by the JobManager's session";
       snprintf(rcl->blocked_path, sizeof rcl->blocked_path, "%s", c->path);
@@ -409,6 +445,15 @@ static void read_locks(struct zkw_reclaim *rcl) {
   read_settled(rcl);
 }
 
+/* The children could not be kept: a failed step like any other (logged at
+ * warn, counted, recorded); the JobManager gets the reply it would have
+ * had. */
+static void out_of_memory(struct zkw_reclaim *rcl) {
+  zkw_lockcheck_step_failed(rcl->s, reclaim_kind(rcl), "keep (out of memory) the locks under", rcl->path,
+                            ZSYSTEMERROR, NULL);
+  reclaim_finish(rcl, false);
+}
+
 static void children_read(void *arg, const struct zkw_zk_result *r) {
   struct zkw_reclaim *rcl = arg;
   if (r->rc == ZNONODE) return reclaim_finish(rcl, true); /* the parent is gone: replay */
@@ -417,7 +462,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
     return reclaim_finish(rcl, false);
   }
   rcl->locks = zkw_calloc((size_t)(r->child_count ? r->child_count : 1), sizeof *rcl->locks);
-  if (!rcl->locks) return reclaim_finish(rcl, false);
+  if (!rcl->locks) return out_of_memory(rcl);
   for (int i = 0; i < r->child_count; i++) {
     const char *name = r->children[i];
     if (!zkw_is_uuid((const uint8_t *)name, strlen(name))) {
@@ -427,7 +472,7 @@ static void children_read(void *arg, const struct zkw_zk_result *r) {
     }
     size_t n = strlen(rcl->path) + strlen(name) + 2;
     rcl->locks[i].path = zkw_malloc(n);
-    if (!rcl->locks[i].path) return reclaim_finish(rcl, false);
+    if (!rcl->locks[i].path) return out_of_memory(rcl);
     snprintf(rcl->locks[i].path, n, "%s/%s", rcl->path, name);
     rcl->count = i + 1;
   }
@@ -472,6 +517,7 @@ void zkw_reclaim_at_create(struct zkw_session *s, struct zkw_bytes path, const u
   struct lock_arg *a = zkw_malloc(sizeof *a);
   if (a) *a = (struct lock_arg){rcl, 0};
   rcl->count = rcl->pending = 1;
+  rcl->tries = 1;
   if (!rcl->locks || !rcl->request || !a || !(rcl->locks[0].path = zkw_strdup(rcl->path)) ||
       read_node(rcl, rcl->path, lock_read_cb, a) != 0) {
     zkw_lockcheck_step_failed(s, ZKW_HISTORY_RECLAIM_CREATE, "read the lock", rcl->path, ZSYSTEMERROR, NULL);

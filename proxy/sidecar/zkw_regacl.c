@@ -139,7 +139,12 @@ static void acl_set(void *arg, const struct zkw_zk_result *r) {
 static bool acl_fix(struct zkw_identity *id, const struct zkw_zk_result *r, const char *why) {
   snprintf(id->acl_fix_why, sizeof id->acl_fix_why, "%s", why);
   id->acl_readable_node = r->acl_world_read;
-  int rc = zkw_zk_set_acl_creator(id->zk, acl_node(id), r->stat.aversion, acl_what(id, true), acl_set, id);
+  /* Creator-only; once the ACL names zkwarden's digest id (so that is the
+   * id the server computes for its credentials), that id alone: a creator
+   * ACL made under TLS with a client certificate also names the
+   * certificate's x509 id, which every session through the sidecar has. */
+  int rc = zkw_zk_set_acl_creator(id->zk, acl_node(id), r->stat.aversion, r->acl_ours, acl_what(id, true),
+                                  acl_set, id);
   if (rc == ZOK) return true;
   acl_not_fixed(id, rc);
   if (id->acl_step <= STEP_IDENTITIES) id->acl_parent_open = true;

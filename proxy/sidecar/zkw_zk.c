@@ -467,11 +467,16 @@ int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, const char *what, zkw_zk
   ZKW_ZK_CALL_AT(zk, cb, arg, what, zoo_aget_acl(zk->zh, path, acl_done, op));
 }
 
-int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, const char *what, zkw_zk_cb cb,
-                           void *arg) {
+int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, bool digest_only,
+                           const char *what, zkw_zk_cb cb, void *arg) {
   if (!zk->auth) return ZINVALIDACL; /* creator-only needs credentials */
-  ZKW_ZK_CALL_AT(zk, cb, arg, what,
-                 zoo_aset_acl(zk->zh, path, aversion, &ZOO_CREATOR_ALL_ACL, void_done, op));
+  if (!digest_only)
+    ZKW_ZK_CALL_AT(zk, cb, arg, what,
+                   zoo_aset_acl(zk->zh, path, aversion, &ZOO_CREATOR_ALL_ACL, void_done, op));
+  /* The digest id alone (serialized by the call: the vector may be ours). */
+  struct ACL ours = {ZOO_PERM_ALL, {(char *)"digest", zk->digest_id}};
+  struct ACL_vector acl = {1, &ours};
+  ZKW_ZK_CALL_AT(zk, cb, arg, what, zoo_aset_acl(zk->zh, path, aversion, &acl, void_done, op));
 }
 
 int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg) {

@@ -61,11 +61,17 @@ int zkw_zk_delete(struct zkw_zk *zk, const char *path, int version, zkw_zk_cb cb
  * acl_other: zkw_zk_result.h). what names the call's fault points (the
  * test build's ZKW_TEST_FAULT=zk:N@what), e.g. "acl-parent". */
 int zkw_zk_get_acl(struct zkw_zk *zk, const char *path, const char *what, zkw_zk_cb cb, void *arg);
-/* Makes the node creator-only (the session's digest credentials, all
+/* Makes the node creator-only (the session's credentials, all
  * permissions), if its ACL version is still aversion. ZINVALIDACL without
- * credentials. what: as for zkw_zk_get_acl. */
-int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, const char *what, zkw_zk_cb cb,
-                           void *arg);
+ * credentials. A creator ACL names every id the session is authenticated
+ * as: its digest id, and under TLS with a client certificate the
+ * certificate's x509 id too, which the JobManager's sessions through the
+ * sidecar share. digest_only: the digest id alone (for a node whose ACL
+ * already names it, acl_ours: so it is the id the server computes for these
+ * credentials, and the session keeps its rights). what: as for
+ * zkw_zk_get_acl. */
+int zkw_zk_set_acl_creator(struct zkw_zk *zk, const char *path, int aversion, bool digest_only,
+                           const char *what, zkw_zk_cb cb, void *arg);
 int zkw_zk_sync(struct zkw_zk *zk, const char *path, zkw_zk_cb cb, void *arg);
 
 const char *zkw_zk_error(int rc);

@@ -47,6 +47,23 @@ def _shut(*socks):
             pass
 
 
+def frames(sock):
+    """The whole frames (length prefix included) read from sock, until it
+    closes."""
+    buf = b""
+    while True:
+        d = sock.recv(65536)
+        if not d:
+            return
+        buf += d
+        while len(buf) >= 4:
+            (n,) = struct.unpack(">i", buf[:4])
+            if len(buf) < 4 + n:
+                break
+            frame, buf = buf[:4 + n], buf[4 + n:]
+            yield frame
+
+
 class SlowInbandServer:
     """127.0.0.1:port in front of a ZooKeeper server: bytes pass both ways,
     but a reply to an in-band request (and what follows it) waits delay_s."""
@@ -90,23 +107,13 @@ class SlowInbandServer:
         _shut(a, b)
 
     def _replies(self, u, c):
-        buf = b""
         try:
-            while True:
-                d = u.recv(65536)
-                if not d:
-                    break
-                buf += d
-                while len(buf) >= 4:
-                    (n,) = struct.unpack(">i", buf[:4])
-                    if len(buf) < 4 + n:
-                        break
-                    frame, buf = buf[:4 + n], buf[4 + n:]
-                    (xid,) = struct.unpack(">i", frame[4:8]) if n >= 4 else (0,)
-                    if xid >= INBAND_XID_BASE:
-                        self.delayed += 1
-                        time.sleep(self.delay_s)
-                    c.sendall(frame)
+            for frame in frames(u):
+                (xid,) = struct.unpack(">i", frame[4:8]) if len(frame) >= 8 else (0,)
+                if xid >= INBAND_XID_BASE:
+                    self.delayed += 1
+                    time.sleep(self.delay_s)
+                c.sendall(frame)
         except OSError:
             pass
         _shut(u, c)

@@ -250,6 +250,53 @@ def test_sidecar_registry_and_fence_through_tls(certs, tls_zk, zkwarden_factory,
     assert second.metric("zkwarden_connections_accepted_total") == 1
 
 
+REGISTRY_AUTH = "zkw:registry-s3cret"
+
+
+def test_registry_is_zkwarden_only_under_tls_with_a_client_certificate(certs, tls_zk, zkwarden_factory,
+                                                                        kazoo_factory):
+    """With a client certificate (clientAuth=need) the server adds the
+    certificate's x509 id to every creator ACL, and every session through
+    the sidecar has that id, the JobManager's and any plain client's in its
+    pod. The registry's nodes end with zkwarden's digest id alone, each made
+    so once, and the record is trusted; a client through the sidecar cannot
+    write the record. Before: every owner check (every 2 s) made all four
+    nodes "zkwarden-only" again (a creator ACL, the x509 id back in it) with
+    a warn line each, the record was never trusted, and a client through the
+    sidecar could overwrite it."""
+    srv = tls_zk(certs, client_auth="need")
+    env = tls_env(certs, client=True, ZKWARDEN_MODE="sidecar", ZKWARDEN_IDENTITY="jm-0",
+                  ZKWARDEN_SWEEP_INTERVAL_S="0", ZKWARDEN_REGISTRY_AUTH=REGISTRY_AUTH)
+    proxy = zkwarden_factory.start(srv, extra_env=env)
+    jm = Jm(proxy.hostport, 15000, "/flink/c1/leader/latch")
+    try:
+        admin = direct_tls(kazoo_factory, srv, certs, auth_data=[("digest", REGISTRY_AUTH)])
+        record = "/zkwarden/identities/jm-0"
+        nodes = ["/zkwarden", "/zkwarden/identities", record, record + "/owner"]
+
+        def ids(path):
+            return sorted("%s:%s" % (a.id.scheme, a.id.id.split(":")[0]) for a in admin.get_acls(path)[0])
+        wait_until(lambda: all(ids(p) == ["digest:zkw"] for p in nodes), 20,
+                   what="the registry's nodes zkwarden's digest id's alone")
+        wait_until(lambda: proxy.metric("zkwarden_registry_untrusted") == 0, 10, what="the record trusted")
+        # Three owner checks (2 s apart) later, nothing was made zkwarden-only again.
+        aversions = {p: admin.get_acls(p)[1].aversion for p in nodes}
+        deadline = time.monotonic() + 6.5
+        while time.monotonic() < deadline:
+            assert {p: admin.get_acls(p)[1].aversion for p in nodes} == aversions
+            time.sleep(0.5)
+        for p in nodes:
+            fixed = [l for l in proxy.stderr().splitlines() if "registry node %s could be changed" % p in l]
+            assert len(fixed) <= 1 and all("x509:" in l for l in fixed), fixed
+        assert proxy.metric("zkwarden_registry_untrusted") == 0
+        from kazoo.exceptions import NoAuthError
+        plain = kazoo_factory(proxy.hostport)  # a client in the JobManager's pod, through the sidecar
+        with pytest.raises(NoAuthError):
+            plain.set(record, b"zkwarden-registry 1\nincarnation=999\n")
+    finally:
+        jm.kill()
+
+
 # ------------------------------------------------------------ the lock report under TLS
 
 

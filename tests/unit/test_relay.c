@@ -63,6 +63,8 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct event events[128];
 static int nevents;
 static int request_verdict[32]; /* by xid */
+static int negative_verdict;    /* of the request with xid NEGATIVE_XID */
+#define NEGATIVE_XID (-5)       /* a client xid below zero, not one of the protocol's reserved ones */
 static int reply_verdict[32];
 static bool held_once[32]; /* a HOLD answers the first call only */
 static struct zkw_session *last_session;
@@ -120,7 +122,9 @@ static int rec_request(struct zkw_session *s, const struct zkw_request *req, con
   if (b->magic != 0x5eed) return ZKW_E_VALUE; /* the block is the session's own */
   b->requests++;
   record((struct event){.kind = EV_REQUEST, .xid = req->xid});
-  int v = req->xid >= 0 && req->xid < 32 ? request_verdict[req->xid] : ZKW_FORWARD;
+  int v = req->xid >= 0 && req->xid < 32 ? request_verdict[req->xid]
+          : req->xid == NEGATIVE_XID     ? negative_verdict
+                                         : ZKW_FORWARD;
   if ((v & ZKW_VERDICT_MASK) == ZKW_HOLD) {
     if (held_once[req->xid]) return ZKW_FORWARD;
     held_once[req->xid] = true;
@@ -457,6 +461,8 @@ static void test_relay_with_recording_hooks(void) {
   reply_verdict[11] = ZKW_WITHHOLD;
   request_verdict[14] = ZKW_FORWARD | ZKW_BARRIER;
   reply_verdict[14] = ZKW_WITHHOLD;
+  negative_verdict = ZKW_FORWARD | ZKW_BARRIER;
+  request_verdict[17] = ZKW_FORWARD | ZKW_KEEP;
   pthread_t th;
   ASSERT_EQ(pthread_create(&th, NULL, loop_thread, NULL), 0);
 
@@ -644,9 +650,41 @@ static void test_relay_with_recording_hooks(void) {
   ASSERT_EQ(frame_xid(buf), 15);
   ASSERT_EQ(zkw_metrics.session_moves[ZKW_MOVE_MOVED], 2);
 
+  /* A barrier whose xid is below zero (not one of the protocol's reserved
+   * ones), 16 behind it, then a kept request (17): 16 waits for the
+   * barrier's reply, which reaches the policy as a barrier's with its own
+   * copy; then 16 goes on, and 17's reply comes with 17's copy (at the end: the
+   * replies' zxids here are above the moves' last_zxid checks). */
+  len = get_data_frame(buf, NEGATIVE_XID, "/lock");
+  len += get_data_frame(buf + len, 16, "/f");
+  ASSERT_TRUE(write_all(c, buf, len));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), NEGATIVE_XID);
+  ASSERT_TRUE(ping_arrives(c, u, buf, sizeof buf)); /* not 16 */
+  ASSERT_TRUE(reply(u, NEGATIVE_XID, ZKW_ZERR_NOTEMPTY) && ping_reply(u));
+  ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+  ASSERT_EQ(frame_xid(buf), NEGATIVE_XID);
+  ASSERT_TRUE(ping_reply_next(c, buf, sizeof buf));
+  int en = wait_event(EV_REPLY, NEGATIVE_XID);
+  ASSERT_TRUE(en > 0);
+  ASSERT_TRUE(events[en].at_barrier && events[en].kept_xid == NEGATIVE_XID);
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0); /* 16 goes on now */
+  ASSERT_EQ(frame_xid(buf), 16);
+  len = get_data_frame(buf, 17, "/kept2");
+  ASSERT_TRUE(write_all(c, buf, len));
+  ASSERT_TRUE((fl = read_frame(u, buf, sizeof buf)) > 0);
+  ASSERT_EQ(frame_xid(buf), 17);
+  ASSERT_TRUE(reply(u, 16, ZKW_ZERR_NONODE) && reply(u, 17, ZKW_ZERR_NODEEXISTS));
+  for (int32_t x = 16; x <= 17; x++) {
+    ASSERT_TRUE(read_frame(c, buf, sizeof buf) == 20);
+    ASSERT_EQ(frame_xid(buf), x);
+  }
+  int e17 = wait_event(EV_REPLY, 17);
+  ASSERT_TRUE(e17 > 0 && events[e17].kept_xid == 17);
+
   /* The client goes: the hooks hear it last. */
   close(c);
-  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 15));
+  ASSERT_TRUE(wait_event(EV_CLOSE, 0) > event_index(EV_REQUEST, 17));
   int order[] = {EV_CONNECT_REQ, EV_CONNECT_RESP, EV_REQUEST};
   for (int i = 0; i < 3; i++)
     ASSERT_EQ(events[i].kind, order[i]);
