@@ -410,6 +410,10 @@ void zkw_keeperlink_recover(zkw_keeperlink_recover_fn fn, void *arg) {
 void zkw_keeperlink_run_stop(const char *why) {
   if (L.state == HANDED_OVER || L.state == STOPPED) return;
   L.state = STOPPED;
+  /* No successor: the listening sockets close with the server's handles,
+   * so that a client is refused at once rather than queued for no one. */
+  for (int i = 0; i < 2; i++)
+    if (L.own[i] >= 0) close(L.own[i]), L.own[i] = -1;
   if (L.ops && L.ops->on_stop) L.ops->on_stop(L.ops->arg, why);
 }
 
