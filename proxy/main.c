@@ -20,6 +20,7 @@
 #include "zkw_lockscli.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
+#include "zkw_quiesce.h"
 #include "zkw_recover.h"
 #include "zkw_server.h"
 #include "zkw_sidecar.h"
@@ -43,19 +44,25 @@ static void link_stop(void *arg, const char *why) {
   zkw_server_stop(&srv);
 }
 
+/* Bound on a hand-over's wait for the replies in flight (zkw_quiesce.h). */
+#define QUIESCE_MS 1000
+
 /* The hand-over (zkw_keeperlink.h): stop taking connections (the keeper or
- * the successor keeps the listening socket). The journal is committed as it
- * goes (zkw_journal.h): the successor takes each durable connection up from
- * it, as after a crash. */
+ * the successor keeps the listening socket) and reading clients, and let
+ * the requests in flight be answered, within a bound. The journal is
+ * committed as it goes (zkw_journal.h): the successor takes each durable
+ * connection up from it, as after a crash, and answers what is still in
+ * flight with CONNECTIONLOSS. */
 static void link_quiesce(void *arg, void (*done)(int status)) {
   (void)arg;
   zkw_server_stop_accepting(&srv);
-  done(0);
+  zkw_quiesce_start(&srv, QUIESCE_MS, done);
 }
 
 /* The successor did not take over: serve on. */
 static void link_resume(void *arg) {
   (void)arg;
+  zkw_quiesce_cancel(&srv);
   if (zkw_server_resume_accepting(&srv) != 0) zkw_keeperlink_run_stop("cannot accept again");
 }
 

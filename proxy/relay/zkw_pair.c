@@ -348,7 +348,8 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 void zkw_side_start_reading(struct zkw_side *side) {
-  if (side->reading || side->paused || side->capped || !side->open || side->s->phase == ZKW_PHASE_CLOSING)
+  if (side->reading || side->paused || side->capped || !side->open || side->s->phase == ZKW_PHASE_CLOSING ||
+      (side == &side->s->client && side->s->srv->quiescing))
     return;
   int rc = uv_read_start((uv_stream_t *)&side->tcp, alloc_cb, side->s->on_read);
   if (rc) {

@@ -203,7 +203,8 @@ struct zkw_server {
    * of) a duplicate of its socket (zkw_keeperlink.h); NULL without one. */
   int (*adopt)(struct zkw_server *srv, int fd, uint32_t *slot); /* 0: *slot its number */
   void (*forget)(struct zkw_server *srv, uint32_t slot);
-  bool internal;            /* this is the internal relay */
+  bool quiescing; /* a planned hand-over's pause: no client is read (zkw_quiesce.h) */
+  bool internal;  /* this is the internal relay */
   struct zkw_server *relay; /* the main server's internal relay, or NULL */
   char listen_name[80];     /* ZKWARDEN_LISTEN as ip:port, for the config rewrite */
 };
