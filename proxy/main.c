@@ -240,6 +240,7 @@ int main(int argc, char **argv) {
   /* Last: the keeper or the successor sees this process gone. */
   zkw_takeover_close();
   zkw_keeperlink_close();
+  zkw_quiesce_close();
   signals_stop(loop);
   int rc = uv_loop_close(loop);
   zkw_journal_close(srv.journal);

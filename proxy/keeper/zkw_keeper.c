@@ -41,11 +41,13 @@
 #include "zkw_keeper_proc.h"
 #include "zkw_log.h"
 
-#define QUIESCE_MS     10000 /* a worker asked to hand over answers DONE and exits within this, each */
-#define HELLO_MS       30000 /* a worker started for a restart says HELLO within this */
-#define STOP_MS        8000  /* after STOP, the worker exits within this (systemd's TimeoutStopSec is 10 s) */
-#define REAP_MS        10000 /* a spawned worker whose link closed exits within this, or is killed */
-#define YOUNG_MS       10000 /* a worker that dies younger than this is restarted after a pause */
+#define QUIESCE_MS 10000 /* a worker asked to hand over answers DONE and exits within this, each */
+#define HELLO_MS   30000 /* a worker started for a restart says HELLO within this */
+#define STOP_MS    8000  /* after STOP, the worker exits within this (systemd's TimeoutStopSec is 10 s) */
+#define REAP_MS    10000 /* a spawned worker whose link closed exits within this, or is killed */
+#define YOUNG_MS                                                                                             \
+  1000 /* a worker that dies younger than this is restarted after a pause (a                                 \
+        * crash at its start, a journal it cannot take up) */
 #define BACKOFF_MAX_MS 5000
 #define CTL_MAX        4 /* control messages queued to one peer */
 

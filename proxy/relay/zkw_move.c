@@ -234,6 +234,7 @@ bool zkw_move_start(struct zkw_session *s, const char *why, bool silent) {
   zkw_replies_connection_lost(s);
   s->moving = true;
   s->move_counted = false;
+  s->move_recovery = false;
   s->move_tries = 0;
   s->move_failed = 0;
   s->move_first_ms = silent ? 0 : MOVE_FIRST_DELAY_MS;
@@ -262,6 +263,7 @@ bool zkw_move_recover(struct zkw_session *s) {
   s->up_last_read_ms = now;
   s->moving = true;
   s->move_counted = true; /* not a move of the server's failure: not counted as one */
+  s->move_recovery = true;
   s->move_tries = 0;
   s->move_failed = 0;
   s->move_first_ms = 0;
@@ -351,11 +353,17 @@ static void finish(struct zkw_session *s) {
   uint64_t ns = uv_hrtime() - s->move_t0;
   zkw_histogram_observe(&zkw_metrics.session_move_duration, ns);
   const struct zkw_hostport *from = &s->srv->cfg->upstream[s->move_from];
-  zkw_slog(s, ZKW_LOG_INFO,
-           "session moved from %s:%s to %s in %llu ms: %u request(s) answered with CONNECTIONLOSS, %u "
-           "watch(es) re-armed, %u auth packet(s) replayed",
-           from->host, from->port, s->up_name, (unsigned long long)(ns / 1000000), s->move_lost,
-           s->watches.count, s->auth_count);
+  if (s->move_recovery)
+    zkw_slog(s, ZKW_LOG_INFO,
+             "session re-attached on %s after the take-over in %llu ms: %u request(s) answered with "
+             "CONNECTIONLOSS, %u watch(es) re-armed, %u auth packet(s) replayed",
+             s->up_name, (unsigned long long)(ns / 1000000), s->move_lost, s->watches.count, s->auth_count);
+  else
+    zkw_slog(s, ZKW_LOG_INFO,
+             "session moved from %s:%s to %s in %llu ms: %u request(s) answered with CONNECTIONLOSS, %u "
+             "watch(es) re-armed, %u auth packet(s) replayed",
+             from->host, from->port, s->up_name, (unsigned long long)(ns / 1000000), s->move_lost,
+             s->watches.count, s->auth_count);
   zkw_session_read_client(s);
   zkw_side_start_reading(&s->client);
   zkw_inband_resume(s);

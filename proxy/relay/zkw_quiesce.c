@@ -60,3 +60,8 @@ void zkw_quiesce_cancel(struct zkw_server *srv) {
   for (struct zkw_session *s = srv->sessions; s; s = s->next)
     if (s->phase != ZKW_PHASE_CLOSING) zkw_session_read_client(s), zkw_side_start_reading(&s->client);
 }
+
+void zkw_quiesce_close(void) {
+  if (timer_init && !uv_is_closing((uv_handle_t *)&timer)) uv_close((uv_handle_t *)&timer, NULL);
+  on_done = NULL;
+}

@@ -18,5 +18,8 @@
 void zkw_quiesce_start(struct zkw_server *srv, uint32_t bound_ms, void (*done)(int status));
 /* The hand-over did not happen: the clients are read again. */
 void zkw_quiesce_cancel(struct zkw_server *srv);
+/* At the end of the process: the pause's timer is closed (a hand-over that
+ * failed leaves it initialised). */
+void zkw_quiesce_close(void);
 
 #endif

@@ -133,6 +133,7 @@ struct zkw_session {
   bool moving;                   /* the upstream connection is being replaced; client frames wait */
   bool move_answered;            /* the new server confirmed the session */
   bool move_counted;             /* the move's outcome is counted */
+  bool move_recovery;            /* the move re-attaches a session taken over from the journal */
   uint32_t move_from;            /* index in ZKWARDEN_UPSTREAM of the server it left */
   uint32_t move_auths;           /* replayed auth packets awaiting their reply */
   uint32_t move_watches;         /* setWatches frames awaiting their reply */
@@ -203,8 +204,8 @@ struct zkw_server {
    * of) a duplicate of its socket (zkw_keeperlink.h); NULL without one. */
   int (*adopt)(struct zkw_server *srv, int fd, uint32_t *slot); /* 0: *slot its number */
   void (*forget)(struct zkw_server *srv, uint32_t slot);
-  bool quiescing; /* a planned hand-over's pause: no client is read (zkw_quiesce.h) */
-  bool internal;  /* this is the internal relay */
+  bool quiescing;           /* a planned hand-over's pause: no client is read (zkw_quiesce.h) */
+  bool internal;            /* this is the internal relay */
   struct zkw_server *relay; /* the main server's internal relay, or NULL */
   char listen_name[80];     /* ZKWARDEN_LISTEN as ip:port, for the config rewrite */
 };

@@ -241,7 +241,7 @@ class Sidecar:
             p.signal(signal.SIGTERM)
             p.wait(20)
         for p in running:
-            if p not in keepers:
+            if keepers and p not in keepers:
                 p.wait(10)  # ended by its keeper's STOP, or still running
         for p in sorted(running, key=lambda p: "keeper" not in p.name):
             expected = getattr(p, "expected_status", 0)

@@ -140,7 +140,10 @@ def standalone_life(sc, fault=None):
     # Said ok: the new one serves and the old one has exited. Not ok: the
     # old one serves on, unless only the answer to the command was lost
     # (the check that someone serves decides).
-    rc = old.wait(60 if ok else 5)
+    if not ok:  # it says it serves on, or it exits (it handed over but the answer was lost)
+        try_step(wait_until, lambda: not old.alive() or re.search(r"serving on|keeps serving", old.text()), 5,
+                 what="the old zkwarden's outcome")
+    rc = old.wait(60 if ok else 0)
     if rc == 0:
         old.stopped_by_test = True
     elif ok:
