@@ -413,9 +413,10 @@ static void on_message(struct peer *p, struct zkw_handover_msg *m) {
   zkw_handover_close_fds(m);
 }
 
-/* Reads what p sent, bounded per turn so that one peer cannot hold the loop. */
-static void peer_read(struct peer *p) {
-  for (int i = 0; i < 64 && !p->dead; i++) {
+/* Reads what p sent, bounded per turn (max messages) so that one peer
+ * cannot hold the loop. */
+static void peer_read_max(struct peer *p, size_t max) {
+  for (size_t i = 0; i < max && !p->dead; i++) {
     struct zkw_handover_msg m;
     int rc = zkw_handover_recv(p->fd, &m);
     if (rc == -EAGAIN) return;
@@ -427,6 +428,10 @@ static void peer_read(struct peer *p) {
     }
     on_message(p, &m);
   }
+}
+
+static void peer_read(struct peer *p) {
+  peer_read_max(p, 64);
 }
 
 static void accept_peers(void) {
@@ -479,9 +484,14 @@ static void reaped(pid_t pid, int status) {
   if (!c) return;
   char st[128];
   zkw_keeper_status_text(status, st, sizeof st);
-  /* Its link first (closed by now, or here), while it is still a child. */
-  for (size_t i = 0; i < k.npeers; i++)
-    if (k.peers[i]->pid == pid && !k.peers[i]->dead) peer_drop(k.peers[i], "its process exited");
+  /* Its link first (closed by now, or here), while it is still a child:
+   * what it sent before it died is read to the end first (its last ADOPTs
+   * and FORGETs: more than one turn's worth may be queued). */
+  for (size_t i = 0; i < k.npeers; i++) {
+    if (k.peers[i]->pid != pid || k.peers[i]->dead) continue;
+    peer_read_max(k.peers[i], SIZE_MAX);
+    if (!k.peers[i]->dead) peer_drop(k.peers[i], "its process exited");
+  }
   c = child_of(pid);
   struct child me = *c;
   *c = k.children[--k.nchildren];

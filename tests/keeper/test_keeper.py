@@ -16,13 +16,14 @@ import shutil
 import signal
 import socket
 import stat
+import sys
 import time
 
 import pytest
 
 import rawzk
-from keeperlib import (eof_within, fds, held, holds, pid_gone, refused_during, server_side, stop_pid,
-                       zkwarden_bin)
+from keeperlib import (children, eof_within, fds, held, holds, keeper_bin, pid_gone, refused_during,
+                       server_side, stop_pid, zkwarden_bin)
 from zkharness import HOST, wait_until
 
 KEEPER_ON = {"ZKWARDEN_KEEPER": "on"}
@@ -478,3 +479,34 @@ def test_keeper_links_libc_only():
     out = subprocess.run(["readelf", "-d", keeper_bin()], capture_output=True, text=True, check=True).stdout
     libs = set(re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out))
     assert {lib for lib in libs if not lib.startswith(("libasan.", "libubsan."))} == {"libc.so.6"}, libs
+
+
+def test_a_dead_workers_last_adopts_are_all_read(zk_server, sidecars, tmp_path):
+    """A worker that dies right after telling the keeper of many new
+    connections (more ADOPTs queued on its link than the keeper reads in one
+    turn) has each of them held: the keeper reads its link to the end
+    before it lets the dead worker go, and the next worker inherits them
+    all. The keeper is stopped (SIGSTOP) while the worker sends and exits,
+    so that the link's messages and SIGCHLD are there at once."""
+    n = 100
+    out = tmp_path / "fake"
+    out.mkdir()
+    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_worker.py")
+    sc = sidecars(zk_server.hostport)
+    k = sc._start("keeper", [keeper_bin(), "--spawn", sys.executable, fake, str(out)])
+    wait_until(lambda: (out / "gen1.count").exists(), 30, what="the fake worker's hand-over")
+    first = children(k.pid)
+    assert len(first) == 1
+    clients = [socket.create_connection((HOST, sc.port), timeout=5) for _ in range(n)]
+    try:
+        os.kill(k.pid, signal.SIGSTOP)
+        try:
+            (out / "go").write_text(str(n))
+            wait_until(lambda: pid_gone(first[0]), 30, what="the fake worker to send and exit")
+        finally:
+            os.kill(k.pid, signal.SIGCONT)
+        wait_until(lambda: (out / "gen2.count").exists(), 30, what="the next fake worker's hand-over")
+        assert (out / "gen2.count").read_text() == str(n), k.text()[-3000:]
+    finally:
+        for c in clients:
+            c.close()
