@@ -422,6 +422,16 @@ static void link_lost(const char *why) {
   L.lost = true;
   poll_stop();
   if (L.state == HANDED_OVER || L.state == STOPPED) return;
+  if (L.state == QUIESCING) {
+    /* Asked to hand over: a keeper that gave up waiting (QUIESCE not
+     * answered in time) has handed everything to the successor already.
+     * Closing the sessions now would write to clients the successor serves
+     * and wipe the journal slots it goes on with: end as handed over. */
+    zkw_log_error("keeper link on %s lost (%s) during the hand-over: exiting without closing a session",
+                  L.addr.name, why);
+    zkw_keeperlink_run_handed_over();
+    return;
+  }
   zkw_log_error("keeper link on %s lost (%s): closing the sessions and exiting", L.addr.name, why);
   zkw_keeperlink_run_stop("the keeper went away");
 }

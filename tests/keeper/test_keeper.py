@@ -510,3 +510,40 @@ def test_a_dead_workers_last_adopts_are_all_read(zk_server, sidecars, tmp_path):
     finally:
         for c in clients:
             c.close()
+
+
+def test_a_worker_given_up_on_during_its_hand_over_closes_no_session(zk_server, sidecars):
+    """The Kubernetes layout: a worker that does not answer QUIESCE (stopped
+    here) is given up on after 10 s and its successor gets the connections.
+    When the old one runs again it finds its link closed in the middle of
+    its hand-over: it exits without closing a session, so the journal slot
+    the successor goes on with stays whole (the next crash is recovered
+    from it). Before, it closed its sessions, wiping their slots under the
+    successor: the next worker then found none and closed the connection."""
+    sc = sidecars(zk_server.hostport)
+    k = sc.keeper(spawn=False)
+    w1 = sc.worker(env=KEEPER_ON)
+    sc.serves()
+    s = rawzk.RawSession(sc.port, timeout_ms=30000)
+    try:
+        inode = server_side(sc, s.sock)
+        wait_until(lambda: holds(k.pid, inode), 10, what="the keeper to hold the connection")
+        assert answers(s)
+        os.kill(w1.pid, signal.SIGSTOP)
+        try:
+            w2 = sc.worker("--takeover", env=KEEPER_ON, name="zkwarden2")
+            sc.wait_log(k, r"worker pid %d did not answer QUIESCE within" % w1.pid, timeout=30)
+            sc.wait_log(w2, r"inherited client connections: 1 recovered, 0 closed")
+        finally:
+            os.kill(w1.pid, signal.SIGCONT)
+        assert w1.wait(30) == 0
+        w1.stopped_by_test = True
+        sc.wait_log(w1, r"lost \(its connection closed\) during the hand-over: exiting without closing a session")
+        assert answers(s)
+        w2.kill()
+        w2.stopped_by_test = True
+        w3 = sc.worker(env=KEEPER_ON, name="zkwarden3")
+        sc.wait_log(w3, r"inherited client connections: 1 recovered, 0 closed")
+        assert answers(s)
+    finally:
+        s.close()
