@@ -344,9 +344,19 @@ int zkw_keeperlink_open(const struct zkw_config *cfg, bool takeover) {
     struct zkw_handover_msg end;
     int e = zkw_handover_recv_wait(fd, &end, EXIT_WAIT_MS);
     if (e > 0) zkw_handover_close_fds(&end);
-    if (e != 0) zkw_log_warn("%s: did not exit within %d ms of READY: serving anyway", from, EXIT_WAIT_MS);
-    close(fd);
-    fd = -1;
+    if (e > 0 && end.type == ZKW_HO_RESULT) { /* it gave up waiting for DONE and serves on */
+      struct zkw_handover_status st;
+      zkw_handover_payload(&end, &st, sizeof st);
+      st.reason[sizeof st.reason - 1] = 0;
+      zkw_log_error("%s: %s", from, st.reason);
+      rc = -1;
+    } else if (e != 0) {
+      zkw_log_warn("%s: did not exit within %d ms of READY: serving anyway", from, EXIT_WAIT_MS);
+    }
+    if (!rc) {
+      close(fd);
+      fd = -1;
+    }
   }
   if (rc) {
     close(fd);

@@ -126,6 +126,9 @@ static void after_quiesce(int status) {
     /* The successor does not have it all: it gets nothing (its link
      * closes), and this process serves on. */
     zkw_log_error("handover to pid %d failed: %s: serving on", (int)p->pid, strerror(-rc));
+    /* Said before the link closes: a successor that did get everything
+     * (its DONE late) must not take the close for this process's exit. */
+    result(p, 1, "the hand-over was called off: the running zkwarden serves on");
     result(T.command, 1,
            "the new zkwarden did not take over (the old one's log says why): the old one serves on");
     if (T.command) peer_close(T.command);
