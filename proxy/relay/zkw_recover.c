@@ -121,10 +121,15 @@ int zkw_recover_session(struct zkw_server *srv, uint32_t slot, int fd) {
   why = restore_state(s, srv->journal, &js, written);
   if (!why && srv->hooks && srv->hooks->on_recover) srv->hooks->on_recover(s, js.policy, js.policy_len);
   if (why || !zkw_move_recover(s)) {
+    /* Its close forgets the slot once it holds it (zkw_journal_keep); one
+     * that failed before is forgotten here, or the keeper would keep the
+     * client's connection open with no one serving it. */
+    bool kept = s->jr.slot != NULL;
     ZKW_METRIC_INC(recovered_dropped);
     s->close_class = ZKW_CLOSE_OTHER;
     zkw_session_close(s, ZKW_LOG_WARN, "not recovered from the previous zkwarden process: %s",
                       why ? why : "it cannot move");
+    if (!kept && srv->forget) srv->forget(srv, slot);
     return -1;
   }
   ZKW_METRIC_INC(recovered_sessions);
