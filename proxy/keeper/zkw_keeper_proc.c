@@ -78,9 +78,10 @@ void zkw_keeper_env_free(char **env, int n) {
 }
 
 /* One line of an environment file into "KEY=VALUE" (malloc'd), NULL for a
- * blank line or a comment; *bad when it is neither nor KEY=VALUE. */
-static char *env_line(char *line, bool *bad) {
-  *bad = false;
+ * blank line or a comment; *bad when it is neither nor KEY=VALUE, *oom when
+ * it is one that could not be kept. */
+static char *env_line(char *line, bool *bad, bool *oom) {
+  *bad = *oom = false;
   while (*line == ' ' || *line == '\t')
     line++;
   size_t n = strlen(line);
@@ -108,7 +109,10 @@ static char *env_line(char *line, bool *bad) {
     vl -= 2;
   }
   char *out = malloc(kl + vl + 2);
-  if (!out) return NULL;
+  if (!out) {
+    *oom = true;
+    return NULL;
+  }
   memcpy(out, line, kl);
   out[kl] = '=';
   memcpy(out + kl + 1, v, vl);
@@ -128,10 +132,14 @@ int zkw_keeper_env_read(const struct zkw_keeper_cmd *cmd, char ***out, char *err
   int n = 0, lineno = 0, rc = 0;
   while (fgets(line, sizeof line, f)) {
     lineno++;
-    bool bad;
-    char *kv = env_line(line, &bad);
-    if (bad) {
-      snprintf(err, errlen, "%s:%d: expected KEY=VALUE, a blank line or a # comment", cmd->env_file, lineno);
+    bool bad, oom;
+    char *kv = env_line(line, &bad, &oom);
+    if (bad || oom) {
+      if (oom)
+        snprintf(err, errlen, "%s:%d: out of memory", cmd->env_file, lineno);
+      else
+        snprintf(err, errlen, "%s:%d: expected KEY=VALUE, a blank line or a # comment", cmd->env_file,
+                 lineno);
       rc = -1;
       break;
     }
