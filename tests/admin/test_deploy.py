@@ -567,9 +567,13 @@ def test_systemd_unit(zkw_bin, tmp_path):
     unit = os.path.join(DEPLOY, "systemd", "zkwarden.service")
     s = unit_sections(unit)
     svc = dict(s["Service"])
-    assert svc["ExecStart"] == "/usr/local/bin/zkwarden"
+    # The keeper is the main process (issue 37): it re-reads the same file at
+    # a reload (SIGHUP: a planned restart of zkwarden) and alone gets SIGTERM.
+    assert svc["ExecStart"] == ("/usr/local/bin/zkwarden-keeper --env-file /etc/zkwarden/zkwarden.env "
+                                "--spawn /usr/local/bin/zkwarden")
     assert svc["EnvironmentFile"] == "/etc/zkwarden/zkwarden.env"
     assert svc["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    assert svc["KillMode"] == "mixed"
     assert svc["KillSignal"] == "SIGTERM" and int(svc["TimeoutStopSec"]) <= 30
     assert svc["Restart"] in ("always", "on-failure")
     assert svc["User"] not in ("root", "0")
@@ -589,7 +593,9 @@ def test_systemd_unit(zkw_bin, tmp_path):
         pytest.skip("systemd-analyze not installed: the unit was checked by its keys only")
     # Verify a copy that points at this build and a local environment file.
     (tmp_path / "zkwarden.env").write_text(open(os.path.join(DEPLOY, "systemd", "zkwarden.env")).read())
-    text = open(unit).read().replace("/usr/local/bin/zkwarden", zkw_bin)
+    keeper = os.path.join(os.path.dirname(zkw_bin), "zkwarden-keeper")
+    text = open(unit).read().replace("/usr/local/bin/zkwarden-keeper", keeper)
+    text = text.replace("/usr/local/bin/zkwarden", zkw_bin)
     text = text.replace("/etc/zkwarden/zkwarden.env", str(tmp_path / "zkwarden.env"))
     (tmp_path / "zkwarden.service").write_text(text)
     r = subprocess.run([analyze, "verify", str(tmp_path / "zkwarden.service")], capture_output=True, text=True,

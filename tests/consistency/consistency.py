@@ -18,6 +18,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,12 @@ def zkwarden_binary():
     return str(runs.REPO / "build" / "zkwarden")
 
 
+def keeper_binary(binary):
+    """zkwarden-keeper beside the zkwarden binary (issue 37), or None."""
+    p = os.path.join(os.path.dirname(binary), "zkwarden-keeper")
+    return p if os.access(p, os.X_OK) else None
+
+
 def takeover_supported(binary):
     try:
         r = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=10)
@@ -92,12 +99,32 @@ class Context:
     def zkwarden_takeover_supported(self):
         return self._takeover
 
-    def restart_zkwarden(self):
-        """A new zkwarden process takes over from the running one (`zkwarden
-        --takeover`, same environment: issue 37)."""
+    def restart_zkwarden(self, rng):
+        """A new zkwarden process takes over from the running one (issue 37).
+        Under its keeper: kill -9 of the serving process (a crash: the next
+        one takes the sessions up from the journal) or SIGUSR2 to the keeper
+        (a planned restart), at random. Without one: `zkwarden --takeover`,
+        same environment."""
+        done = []
         for r in self.runs:
             z = r.zkwarden
             if z is None:
+                continue
+            if z.keeper:
+                old = z.worker_pid()
+                how = "kill -9" if rng.random() < 0.5 else "SIGUSR2"
+                if old is None:
+                    continue  # between two workers: the keeper is starting the next one
+                if how == "kill -9":
+                    os.kill(old, signal.SIGKILL)
+                else:
+                    z.proc.send_signal(signal.SIGUSR2)
+                zkharness.wait_until(lambda: z.worker_pid() not in (None, old), 60,
+                                     what="the keeper's next zkwarden")
+                zkharness.wait_until(lambda: z.admin_get("/readyz")[0] == 200, 30, what="zkwarden ready")
+                r.takeovers += 1
+                r.restarts_by[how] = r.restarts_by.get(how, 0) + 1
+                done.append(how)
                 continue
             old = z.proc
             env = dict(os.environ)
@@ -110,7 +137,9 @@ class Context:
                                       stderr=z.err, cwd=str(z.dir))
             zkharness.wait_until(lambda: old.poll() is not None, 60, what="the old zkwarden to hand over and exit")
             r.takeovers += 1
-        return "zkwarden taken over (--takeover)"
+            r.restarts_by["--takeover"] = r.restarts_by.get("--takeover", 0) + 1
+            done.append("--takeover")
+        return "zkwarden restarted: %s" % (", ".join(done) or "none (no worker at that moment)")
 
 
 def done_condition(ctx, nem, args, t_start, zk_runs):
@@ -216,7 +245,7 @@ def summarize(r, found, stats):
             "details": {k: v[:checkers.DETAILS] for k, v in found.items() if v},
             "ops": stats["ops"], "by_outcome": stats["by_outcome"], "by_kind": stats["by_kind"], "stats": stats,
             "jobmanager_incarnations": r.jm_inc, "zkwarden": r.metrics, "problems": r.problems,
-            "takeovers": r.takeovers}
+            "takeovers": r.takeovers, "restarts_by": dict(r.restarts_by)}
 
 
 def mutation_runs(args, ensemble, admin, binary, checker_bin, workdir):
@@ -299,7 +328,7 @@ def main():
                                  runs.MAIN_MIX))
         if not args.direct_only:
             main_runs.append(Run("zkwarden", "zkwarden", workdir, ensemble, args.seed, SESSION_TIMEOUT, epochs,
-                                 runs.MAIN_MIX, binary=binary))
+                                 runs.MAIN_MIX, binary=binary, keeper=keeper_binary(binary)))
         for r in main_runs:
             if r.kind == "zkwarden":
                 r.start_zkwarden()

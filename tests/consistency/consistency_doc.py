@@ -47,7 +47,7 @@ CHECKS = {
 
 LOG_ROWS = 80  # nemesis log rows shown per run
 
-DISABLED_WHY = {"zkwarden_restart": "the binary has no `--takeover` yet: issue 37"}
+DISABLED_WHY = {"zkwarden_restart": "the binary has no `--takeover`"}
 
 MUTATION_TEXT = {
     "swap_replies": "two replies of a session sent out of order",
@@ -94,6 +94,9 @@ def run_section(s, anchor):
     if z:
         for key, label in ZKW_METRICS:
             out.append("| zkwarden: %s | - | %s |" % (label, _n(z["zkwarden"].get(key))))
+    if z and z.get("restarts_by"):
+        out.append("| zkwarden's own process replaced | - | %s |" % ", ".join(
+            "%s %d" % (k, v) for k, v in sorted(z["restarts_by"].items())))
     for c in CHECKERS:
         dv = d["anomalies"][c] if d else "-"
         zv = z["anomalies"][c] if z else "-"
@@ -178,8 +181,10 @@ def render(results):
            "incarnation), so that zkwarden's reclaims at create and at delete and its sweep run; "
            "JobManager restarts make it fence. The nemesis (seeded, logged) kills servers with -9 and "
            "SIGTERM and pauses them past the read timeout (the leader half of the time), pauses the "
-           "clients, and restarts the JobManager without closeSession; zkwarden's own restart "
-           "(`zkwarden --takeover`, issue 37) joins once the binary has it. An operation that ends in "
+           "clients, restarts the JobManager without closeSession, and replaces zkwarden's own process: "
+           "zkwarden runs under its keeper (`zkwarden-keeper --spawn`), and the serving process is "
+           "killed with -9 (the next one takes the connections and sessions up from the journal) or "
+           "restarted as planned (SIGUSR2 to the keeper), at random. An operation that ends in "
            "CONNECTIONLOSS or without a reply may or may not have happened and is checked as such.", "",
            "Then each mutation of the test build (`ZKW_TEST_MUTATION`, `proxy/relay/zkw_mutate.c`) "
            "breaks one guarantee through its own zkwarden, and the checker named for it must find it: a "

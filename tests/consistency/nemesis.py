@@ -18,9 +18,11 @@ Kinds (FAULTS):
   jm_restart     each run's JobManager killed with -9 (its connection dropped
                  without closeSession) and a new one started: a new session,
                  a new incarnation (zkwarden fences the old one)
-  zkwarden_restart  zkwarden taken over by a new process (`zkwarden
-                 --takeover`, issue 37): enabled only when the binary's
-                 --help mentions --takeover
+  zkwarden_restart  zkwarden replaced by a new process (issue 37): under
+                 its keeper (zkwarden-keeper beside the binary) a kill -9 of
+                 the serving process or a planned restart (SIGUSR2), at
+                 random; without one `zkwarden --takeover`. Enabled only
+                 when the binary's --help mentions --takeover
 Session moves are not a fault of their own: zkwarden moves sessions when their
 server goes away (kill9, sigterm, pause); the report counts them.
 """
@@ -131,7 +133,7 @@ class ZkwardenRestart(Fault):
         return ctx.zkwarden_takeover_supported()
 
     def apply(self, ctx, rng):
-        return ctx.restart_zkwarden()
+        return ctx.restart_zkwarden(rng)
 
 
 FAULTS = [Kill9(), Sigterm(), Pause(), ClientPause(), JmRestart(), ZkwardenRestart()]

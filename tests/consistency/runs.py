@@ -50,7 +50,7 @@ class Run:
     """kind: "direct" or "zkwarden". name: the run's name in paths and the report."""
 
     def __init__(self, name, kind, workdir, ensemble, seed, session_timeout, epochs, mix, with_jm=True,
-                 zkwarden_env=None, binary=None):
+                 zkwarden_env=None, binary=None, keeper=None):
         self.name = name
         self.kind = kind
         self.dir = Path(workdir) / name
@@ -69,6 +69,7 @@ class Run:
         self.zkwarden = None
         self.zkwarden_env = dict(zkwarden_env or {})
         self.binary = binary
+        self.keeper = keeper  # zkwarden-keeper running zkwarden (issue 37), or None
         self.procs = {}       # what -> Popen
         self.jm_inc = 0
         self.jm_uuids = {}    # incarnation -> uuid
@@ -80,6 +81,7 @@ class Run:
         self.problems = []
         self.metrics = {}
         self.takeovers = 0
+        self.restarts_by = {}  # how zkwarden was replaced -> times
 
     # ------------------------------------------------------------ start
 
@@ -99,7 +101,7 @@ class Run:
         }
         env.update(self.zkwarden_env)
         self.zkwarden = zkharness.Zkwarden(self.dir / "zkwarden", [s.hostport for s in self.ensemble.servers],
-                                           binary=self.binary, extra_env=env)
+                                           binary=self.binary, extra_env=env, keeper=self.keeper)
         self.zkwarden.start()
 
     def prepare(self, admin):

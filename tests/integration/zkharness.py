@@ -465,8 +465,11 @@ class Zkwarden:
     """One zkwarden process in front of the given upstream host:port list."""
 
     def __init__(self, workdir, upstreams, binary=None, log_level=None, extra_env=None,
-                 name="zkwarden"):
+                 name="zkwarden", keeper=None):
+        """keeper: a zkwarden-keeper binary that runs zkwarden (`--spawn`):
+        proc is then the keeper, and worker_pid() the zkwarden serving."""
         self.dir = Path(workdir)
+        self.keeper = keeper
         self.dir.mkdir(parents=True, exist_ok=True)
         self.binary = binary or default_zkwarden_bin()
         self.upstreams = list(upstreams)
@@ -508,7 +511,8 @@ class Zkwarden:
         env.update(self.extra_env)
         self.err = open(self.stderr_path, "ab")
         self.out = open(self.stdout_path, "ab")
-        self.proc = subprocess.Popen([self.binary], env=env, stdin=subprocess.DEVNULL,
+        cmd = [self.keeper, "--spawn", self.binary] if self.keeper else [self.binary]
+        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                                      stdout=self.out, stderr=self.err, cwd=str(self.dir))
 
         def ready():
@@ -560,6 +564,16 @@ class Zkwarden:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def worker_pid(self):
+        """Under a keeper: the pid of the zkwarden serving (the keeper's
+        child), else None."""
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            return None
+        return pids[0] if len(pids) == 1 else None
 
     def kill(self):
         """kill -9 (a crash). start() brings it back on the same ports."""

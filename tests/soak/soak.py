@@ -107,6 +107,15 @@ def proc_status_kib(pid, field):
     return None
 
 
+def private_rss_kib(pid):
+    """VmRSS less RssShmem: the process's own memory. The shared part is
+    the journal (ZKWARDEN_DURABLE_SESSIONS), a file of fixed size whose
+    pages count in VmRSS as the sessions' rings first reach them: bounded
+    by construction, reported apart (shmem_kib), not a leak."""
+    rss, shm = proc_status_kib(pid, "VmRSS"), proc_status_kib(pid, "RssShmem")
+    return None if rss is None else rss - (shm or 0)
+
+
 def proc_fds(pid):
     try:
         return len(os.listdir("/proc/%d/fd" % pid))
@@ -356,8 +365,8 @@ class Soak:
         pid = proc.pid
         row = {"t": round(t, 3), "elapsed_s": round(t - self.t_measure, 1) if self.t_measure else None,
                "series": self.series_of(sc), "identity": sc.identity, "pid": pid, "kind": kind,
-               "rss_kib": proc_status_kib(pid, "VmRSS"), "vmdata_kib": proc_status_kib(pid, "VmData"),
-               "fds": proc_fds(pid)}
+               "rss_kib": private_rss_kib(pid), "shmem_kib": proc_status_kib(pid, "RssShmem"),
+               "vmdata_kib": proc_status_kib(pid, "VmData"), "fds": proc_fds(pid)}
         try:
             m = parse_metrics(admin_get(sc.admin_port, "/metrics"))
         except Exception as e:
@@ -523,6 +532,7 @@ def judge_series(rows, warmup_s, judge_rss=True):
     res = {"series": rows[0]["series"], "samples": len(rows), "judged": len(post),
            "rss_start": rows[0]["rss_kib"], "rss_end": rows[-1]["rss_kib"],
            "rss_max": max(r["rss_kib"] or 0 for r in rows),
+           "shmem_end": rows[-1].get("shmem_kib"), "shmem_max": max(r.get("shmem_kib") or 0 for r in rows),
            "vmdata_start": rows[0].get("vmdata_kib"), "vmdata_end": rows[-1].get("vmdata_kib"),
            "fds_start": rows[0]["fds"], "fds_end": rows[-1]["fds"], "fds_max": max(r["fds"] or 0 for r in rows)}
     if len(post) < MIN_JUDGED_SAMPLES:
@@ -717,15 +727,16 @@ def report(s, results, elapsed, load_start, load_end):
           % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), s.args.minutes, len(s.restarts), os.cpu_count(),
              load_start, load_end))
     print()
-    print("| zkwarden process | samples (judged) | RSS KiB start / end / max | RSS first third -> last third "
-          "(limit) | RSS slope KiB/h | VmData KiB start / end | fds start / end / max | fds first -> last third "
-          "(limit) | verdict |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| zkwarden process | samples (judged) | private RSS KiB start / end / max | private RSS first third -> "
+          "last third (limit) | private RSS slope KiB/h | journal (RssShmem) KiB end / max | VmData KiB start / end "
+          "| fds start / end / max | fds first -> last third (limit) | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for f in sorted(s.flat, key=lambda f: f["series"]):
-        print("| %s | %d (%d) | %s / %s / %s | %s -> %s (%s) | %s | %s / %s | %s / %s / %s | %s -> %s (%s) | %s |" % (
+        print("| %s | %d (%d) | %s / %s / %s | %s -> %s (%s) | %s | %s / %s | %s / %s | %s / %s / %s | %s -> %s (%s) "
+              "| %s |" % (
             f["series"], f["samples"], f["judged"], f["rss_start"], f["rss_end"], f["rss_max"],
             f.get("rss_first", "-"), f.get("rss_last", "-"), f.get("rss_limit", "-"), f.get("rss_slope_kib_h", "-"),
-            f["vmdata_start"], f["vmdata_end"], f["fds_start"], f["fds_end"],
+            f["shmem_end"], f["shmem_max"], f["vmdata_start"], f["vmdata_end"], f["fds_start"], f["fds_end"],
             f["fds_max"], f.get("fds_first", "-"), f.get("fds_last", "-"), f.get("fds_limit", "-"), f["verdict"]))
     print()
     print("| check | result | detail |")
