@@ -10,7 +10,7 @@
 # TLS), real Flink's quick run (tests/flink: Flink 1.20 on Debian's ZooKeeper
 # 3.8.0, S1-S3 and a standby's failover, direct and through zkwarden) and a
 # short soak.
-#   ZKW_FUZZ_SECONDS (default 60)  length of the fuzz run; 0 skips it
+#   ZKW_FUZZ_SECONDS (default 30)  length of each fuzz target's run; 0 skips it
 # Extra arguments are passed to pytest (e.g. -k kazoo).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +29,25 @@ suite() { # name command...
     failed=$((failed + 1)); failures+=("$name"); echo "=== $name: FAILED ($((SECONDS - t0)) s)"
   fi
 }
+# A suite that waits more than it computes (real servers, timeouts, JVMs:
+# the machine is about half idle meanwhile) runs beside the next one; its
+# output is printed, and its result counted, when it is waited for.
+bg_pids=() bg_names=() bg_logs=()
+suite_beside() { # name command...
+  local name=$1 log
+  log=$(mktemp "${TMPDIR:-/tmp}/zkw-suite.XXXXXX")
+  (suite "$@" >"$log" 2>&1; grep -q "^=== $name: ok" "$log") &
+  bg_pids+=($!) bg_names+=("$name") bg_logs+=("$log")
+}
+wait_beside() {
+  local i
+  for i in "${!bg_pids[@]}"; do
+    if wait "${bg_pids[$i]}"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("${bg_names[$i]}"); fi
+    cat "${bg_logs[$i]}"
+    rm -f "${bg_logs[$i]}"
+  done
+  bg_pids=() bg_names=() bg_logs=()
+}
 build() { # dir cmake-args...
   local dir=$1; shift
   cmake -S "$repo" -B "$repo/$dir" "$@" >/dev/null && cmake --build "$repo/$dir" -j"$(nproc)"
@@ -44,18 +63,20 @@ suite "docs/metrics.md is zkwarden --list-metrics" "$repo/tests/admin/check_metr
 suite "every relative link of README.md and docs/ resolves" /usr/bin/python3 "$repo/tests/check_links.py" "$repo"
 suite "unit (release)" unit build
 suite "unit (asan+ubsan)" unit build-asan
-if [ "${ZKW_FUZZ_SECONDS:-60}" != 0 ]; then
-  suite "fuzz codec and admin endpoint (${ZKW_FUZZ_SECONDS:-60} s each)" "$repo/tests/fuzz/run.sh" "${ZKW_FUZZ_SECONDS:-60}"
+if [ "${ZKW_FUZZ_SECONDS:-30}" != 0 ]; then
+  suite "fuzz codec and admin endpoint (${ZKW_FUZZ_SECONDS:-30} s each)" "$repo/tests/fuzz/run.sh" "${ZKW_FUZZ_SECONDS:-30}"
 fi
+suite_beside "keeper and hand-over, failure points (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
+  "$repo/tests/keeper/run.sh" --durations=10
 suite "integration (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" ZKW_BUILD_DIR="$repo/build-asan" \
-  "$repo/tests/integration/run.sh" "$@"
+  "$repo/tests/integration/run.sh" --durations=15 "$@"
+wait_beside
 suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
   "$repo/tests/admin/run.sh"
-suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/faults/run.sh"
-suite "keeper and hand-over, failure points (asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" \
-  "$repo/tests/keeper/run.sh"
-suite "consistency: histories direct and through zkwarden under faults checked, every mutation caught (asan+ubsan)" \
+suite_beside "consistency: histories direct and through zkwarden under faults checked, every mutation caught (asan+ubsan)" \
   env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/consistency/run.sh" --json "$repo/build-asan/consistency.json"
+suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/faults/run.sh" --durations=15
+wait_beside
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
 suite "incident drills (quick, release)" env ZKW_BIN="$repo/build/zkwarden" "$repo/tests/drills/run.sh" --quick
