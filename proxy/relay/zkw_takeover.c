@@ -150,11 +150,15 @@ static void after_quiesce(int status) {
 static void takeover(struct tpeer *p) {
   struct zkw_keeperlink_snapshot snap;
   zkw_keeperlink_snapshot(&snap);
-  if (T.successor || zkw_keeperlink_ending() || snap.listen_fd < 0 || snap.journal_fd < 0) {
-    const char *why = T.successor || zkw_keeperlink_ending()
-                          ? "a takeover is already under way"
-                          : "this zkwarden has no duplicate of its listening socket to hand over (its log at "
-                            "start says why): stop it and start the new one";
+  /* Without a duplicate of the admin listener the successor would bind
+   * the port itself while this process, exiting, may still hold it. */
+  if (T.successor || zkw_keeperlink_ending() || snap.listen_fd < 0 || snap.journal_fd < 0 ||
+      snap.admin_missing) {
+    const char *why =
+        T.successor || zkw_keeperlink_ending()
+            ? "a takeover is already under way"
+            : "this zkwarden has no duplicate of its listening sockets to hand over (its log at "
+              "start says why): stop it and start the new one";
     zkw_log_warn("handover: pid %d wants to take over: refused: %s", (int)p->pid, why);
     result(p, 1, why);
     return peer_close(p);
