@@ -549,12 +549,29 @@ def _deleted_maybe(a):
     return bool(a.get("done")) or "cannot delete" in (a.get("reason") or "")
 
 
+def _superseded_at(h):
+    """{session of JobManager jmK: the monotonic ns at which jm(K+1) first
+    connected}."""
+    first = {}
+    for c, rs in h.conns.items():
+        if c.startswith("jm") and c[2:].isdigit() and rs:
+            first[int(c[2:])] = (min(r["ts"] for r in rs), {r["sid"] for r in rs})
+    out = {}
+    for k, (_, sids) in first.items():
+        if k + 1 in first:
+            for sid in sids:
+                out[sid] = first[k + 1][0]
+    return out
+
+
 def check_zkwarden_deletes(h, run_info):
     out = []
     planted = {path for op, path, c, sid, outcome in eph_creates(h) if c == "planter"}
     jm_sids = {r["sid"] for c, rs in h.conns.items() if c.startswith("jm") for r in rs}
     current = run_info.get("jm_current_sid")
-    jm_eph = {path for op, path, c, sid, outcome in eph_creates(h) if c.startswith("jm")}
+    jm_eph = {(path, sid) for op, path, c, sid, outcome in eph_creates(h) if c.startswith("jm")}
+    superseded_at = _superseded_at(h)  # JobManager session -> when the next JobManager connected
+    offset = run_info.get("wall_minus_mono_ns")  # audit wall-clock ms -> the histories' monotonic ns
     for a in run_info["audit"]:
         if not a.get("done") and not _deleted_maybe(a):
             continue  # observe mode's, or a step that failed before any delete
@@ -566,7 +583,14 @@ def check_zkwarden_deletes(h, run_info):
                 out.append({"what": "zkwarden fenced a session that was no earlier JobManager's",
                             "session": _hex(sess), "audit": a})
         elif a.get("path"):
-            ok = a["path"] in planted or (kind == "zombie" and a["path"] in jm_eph and sess != current)
+            # A lock of a JobManager that a later one had replaced (the test
+            # kills one before it starts the next): reclaimed by a sweep or a
+            # reclaim, or a zombie; never the last one's, never before its
+            # successor connected (when the run recorded its clock).
+            ok = a["path"] in planted or ((a["path"], sess) in jm_eph and sess != current and (
+                kind == "zombie" or (sess in superseded_at and (
+                    offset is None or a.get("time_ms") is None or
+                    a["time_ms"] * 1000000 - offset >= superseded_at[sess]))))
             if not ok:
                 out.append({"what": "zkwarden deleted a node it did not tag or that was not stale",
                             "path": a["path"], "audit": a})

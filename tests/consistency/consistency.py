@@ -196,7 +196,8 @@ def finish_runs(all_runs, admin):
 def check(r, checker_bin):
     info = {"root": r.root, "identity": r.identity, "snapshot": r.snapshot_data, "idle": r.idle,
             "audit": r.audit(), "leftover": r.leftover, "lock_snapshots": r.lock_snapshots,
-            "jm_current_sid": r.jm_current_sid, "kind": r.kind, "reclaims": r.reclaims}
+            "jm_current_sid": r.jm_current_sid, "kind": r.kind, "reclaims": r.reclaims,
+            "wall_minus_mono_ns": time.time_ns() - time.monotonic_ns()}
     (r.dir / "info.json").write_text(json.dumps(info))  # for --recheck
     found, stats = checkers.check_run(r.histories(), info, checker_bin, r.dir, r.kind == "zkwarden")
     return found, stats

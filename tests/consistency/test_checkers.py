@@ -162,6 +162,22 @@ def test_zkwarden_deletes_and_tags():
     assert len(checkers.check_lock_reads(h.history())) == 1
 
 
+def test_a_superseded_jobmanagers_lock_may_go_once_the_next_one_connected():
+    """A sweep deletes jm1's lock: fine once jm2 has connected (jm1 was
+    killed before), not before; never the current JobManager's."""
+    h = H()
+    h.recs.append({"t": "conn", "c": "jm1", "conn": 1, "sid": JM1, "ts": 1000, "host": "h"})
+    h.op("jm1", JM1, "create", LOCK, {"v": "jm1-jg", "eph": True}, res={"path": LOCK, "stat": stat(5, 0, JM1)})
+    h.recs.append({"t": "conn", "c": "jm2", "conn": 1, "sid": JM2, "ts": 5000000, "host": "h"})
+    sweep = {"kind": "sweep", "done": True, "path": LOCK, "session": "0x%x" % JM1, "time_ms": 6}
+    i = info(audit=[sweep], wall_minus_mono_ns=0)
+    assert checkers.check_zkwarden_deletes(h.history(), i) == []
+    sweep["time_ms"] = 4  # 4 ms: before jm2 connected (5 ms)
+    assert len(checkers.check_zkwarden_deletes(h.history(), i)) == 1
+    sweep["time_ms"], sweep["session"] = 6, "0x%x" % JM2  # the current one's session: not its lock either
+    assert len(checkers.check_zkwarden_deletes(h.history(), i)) == 1
+
+
 def test_a_delete_written_down_as_failed_may_have_run():
     h = H()
     planted = "/flink/c/jobgraphs/g2/eeeeeeee-0b0a-4908-8706-050403020100"
