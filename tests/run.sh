@@ -75,7 +75,10 @@ suite "admin endpoint, config, deploy (asan+ubsan)" env ZKW_BIN="$repo/build-asa
   "$repo/tests/admin/run.sh"
 suite_beside "consistency: histories direct and through zkwarden under faults checked, every mutation caught (asan+ubsan)" \
   env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/consistency/run.sh" --json "$repo/build-asan/consistency.json"
-suite "faults (quick, asan+ubsan)" env ZKW_BIN="$repo/build-asan/zkwarden" "$repo/tests/faults/run.sh" --durations=15
+suite_beside "faults (quick, asan+ubsan): servers, networks, moves, crashes" env ZKW_BIN="$repo/build-asan/zkwarden" \
+  "$repo/tests/faults/run.sh" --durations=10 --ignore=tests/faults/test_fault_points.py
+suite "faults (quick, asan+ubsan): every failure point" env ZKW_BIN="$repo/build-asan/zkwarden" \
+  "$repo/tests/faults/run.sh" --durations=10 -k test_fault_points
 wait_beside
 suite "performance guard (release, loose ratios to direct)" env ZKW_BIN="$repo/build/zkwarden" \
   ZKW_BENCH_LOAD="$repo/build/tests/bench/zkw_bench_load" "$repo/tests/bench/run.sh" --quick
