@@ -45,9 +45,9 @@
 #define HELLO_MS   30000 /* a worker started for a restart says HELLO within this */
 #define STOP_MS    8000  /* after STOP, the worker exits within this (systemd's TimeoutStopSec is 10 s) */
 #define REAP_MS    10000 /* a spawned worker whose link closed exits within this, or is killed */
-#define YOUNG_MS                                                                                             \
-  1000 /* a worker that dies younger than this is restarted after a pause (a                                 \
-        * crash at its start, a journal it cannot take up) */
+/* A worker that dies younger than this is restarted after a pause (a crash
+ * at its start, a journal it cannot take up); an older one at once. */
+#define YOUNG_MS       1000
 #define BACKOFF_MAX_MS 5000
 #define CTL_MAX        4 /* control messages queued to one peer */
 

@@ -37,10 +37,9 @@ static struct {
   struct zkw_handover_addr addr;
   int fd; /* the keeper's link */
   struct zkw_keeperlink_inherited inh;
-  int listener[2];     /* inherited, until taken */
-  int own[2];          /* standalone: duplicates of what this process serves on */
-  bool own_missing[2]; /* serves on one, but its duplicate could not be made */
-  int *slots;          /* slot -> the connection's fd, -1 when free */
+  int listener[2]; /* inherited, until taken */
+  int own[2];      /* standalone: duplicates of what this process serves on */
+  int *slots;      /* slot -> the connection's fd, -1 when free */
   size_t nslots, low;
   struct queued *q;
   size_t qhead, qlen, qcap;
@@ -386,7 +385,6 @@ int zkw_keeperlink_note_listener(enum zkw_keeperlink_listener which, int fd) {
   if (L.mode != ZKW_LINK_STANDALONE) return 0;
   if (L.own[which] >= 0) close(L.own[which]);
   L.own[which] = zkw_handover_dup(fd);
-  L.own_missing[which] = L.own[which] < 0;
   if (L.own[which] < 0) {
     zkw_log_warn(
         "cannot keep a duplicate of the %s listening socket (%s): `zkwarden --takeover` will not get it",
@@ -541,7 +539,6 @@ int zkw_keeperlink_start(uv_loop_t *loop, const struct zkw_keeperlink_ops *ops) 
 void zkw_keeperlink_snapshot(struct zkw_keeperlink_snapshot *out) {
   out->listen_fd = L.own[ZKW_LINK_LISTEN];
   out->admin_fd = L.own[ZKW_LINK_ADMIN];
-  out->admin_missing = L.own_missing[ZKW_LINK_ADMIN];
   out->journal_fd = L.inh.journal_fd;
   out->slot_fds = L.slots;
   out->nslots = L.nslots;

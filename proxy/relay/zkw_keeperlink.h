@@ -136,7 +136,6 @@ bool zkw_keeperlink_ending(void);
 /* For zkw_takeover.c (a standalone zkwarden handing over to --takeover). */
 struct zkw_keeperlink_snapshot {
   int listen_fd, admin_fd, journal_fd; /* the link's (not duplicates) */
-  bool admin_missing;                  /* the admin endpoint listens, but no duplicate of it is kept */
   const int *slot_fds;                 /* slot_fds[slot]: the session's fd, or < 0 */
   size_t nslots;
 };

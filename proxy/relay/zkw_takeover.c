@@ -113,10 +113,9 @@ static void after_quiesce(int status) {
   uint32_t clients = 0;
   for (size_t i = 0; i < snap.nslots; i++)
     clients += snap.slot_fds[i] >= 0;
-  struct zkw_handover_state st = {ZKW_STATE_STANDALONE | ZKW_STATE_PREVIOUS, clients, 1};
-  int fds[3] = {snap.listen_fd, snap.journal_fd, snap.admin_fd};
-  if (snap.admin_fd >= 0) st.flags |= ZKW_STATE_ADMIN;
-  int rc = send_wait(p->fd, ZKW_HO_STATE, 0, &st, sizeof st, fds, snap.admin_fd >= 0 ? 3 : 2);
+  struct zkw_handover_state st = {ZKW_STATE_STANDALONE | ZKW_STATE_PREVIOUS | ZKW_STATE_ADMIN, clients, 1};
+  int fds[3] = {snap.listen_fd, snap.journal_fd, snap.admin_fd}; /* each >= 0 (takeover()) */
+  int rc = send_wait(p->fd, ZKW_HO_STATE, 0, &st, sizeof st, fds, 3);
   for (size_t i = 0; !rc && i < snap.nslots; i++)
     if (snap.slot_fds[i] >= 0)
       rc = send_wait(p->fd, ZKW_HO_CLIENT, (uint32_t)i, NULL, 0, &snap.slot_fds[i], 1);
@@ -150,10 +149,11 @@ static void after_quiesce(int status) {
 static void takeover(struct tpeer *p) {
   struct zkw_keeperlink_snapshot snap;
   zkw_keeperlink_snapshot(&snap);
-  /* Without a duplicate of the admin listener the successor would bind
-   * the port itself while this process, exiting, may still hold it. */
+  /* The admin endpoint always listens by the time a takeover is taken:
+   * without a duplicate of its listener the successor would bind the port
+   * itself while this process, exiting, may still hold it. */
   if (T.successor || zkw_keeperlink_ending() || snap.listen_fd < 0 || snap.journal_fd < 0 ||
-      snap.admin_missing) {
+      snap.admin_fd < 0) {
     const char *why =
         T.successor || zkw_keeperlink_ending()
             ? "a takeover is already under way"

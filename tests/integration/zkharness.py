@@ -453,6 +453,15 @@ class Ensemble:
 _IDENTITY_SEQ = itertools.count(1)
 
 
+def children(pid):
+    """The pids of a process's children (a keeper's workers)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
 def default_zkwarden_bin():
     return os.environ.get("ZKW_BIN") or str(REPO / "build" / "zkwarden")
 
@@ -568,11 +577,7 @@ class Zkwarden:
     def worker_pid(self):
         """Under a keeper: the pid of the zkwarden serving (the keeper's
         child), else None."""
-        try:
-            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
-                pids = [int(p) for p in f.read().split()]
-        except OSError:
-            return None
+        pids = children(self.proc.pid)
         return pids[0] if len(pids) == 1 else None
 
     def kill(self):

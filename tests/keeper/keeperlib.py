@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import rawzk
-from zkharness import HOST, REPO, SANITIZER_MARKERS, free_port, tail, wait_until
+from zkharness import HOST, REPO, SANITIZER_MARKERS, children, free_port, tail, wait_until  # noqa: F401 (children: the tests import it from here)
 
 
 def zkwarden_bin():
@@ -92,15 +92,6 @@ def sockets(pid):
         except OSError:
             pass
     return n
-
-
-def children(pid):
-    """The pids of a process's children (its workers, for a keeper)."""
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
 
 
 def eof_within(sock, timeout):
