@@ -103,7 +103,7 @@ def test_random_kills_of_the_worker_keep_every_connection(zk_server, sidecars):
           % (KILLS, elapsed, costly, taken, wl.counters))
     assert costly * 100 <= KILLS, "%d of %d kills dropped a client" % (costly, KILLS)
     assert taken >= KILLS * SESSIONS * 99 // 100
-    assert wl.session_ids() == ids or costly  # the same sessions throughout
+    assert wl.session_ids() == ids  # the same sessions throughout (a dropped connection reconnects to its own)
     finish(wl)
 
 
@@ -149,7 +149,7 @@ def test_planned_handover_answers_what_is_in_flight(how, zk_server, sidecars):
             current.stopped_by_test = True
             current = nxt
         assert wl.wait_progress(30, 30), "no progress after hand-over %d" % i
-        jm.exists(latch)  # the JobManager's session answers through the new process
+        assert jm.exists(latch) is not None  # the JobManager's session and latch live on, through the new process
     assert drops(wl) == 0, wl.states()
     assert [st for st in jm_states if st != "CONNECTED"] == [], jm_states
     assert wl.counters["indeterminate"] == lost0, wl.counters
