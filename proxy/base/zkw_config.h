@@ -18,7 +18,7 @@
 
 #define ZKW_MAX_UPSTREAMS 16
 /* ZKWARDEN_SWEEP_TREES: at most this many (an identity's scope holds them
- * beside the trees it learns, zkw_scope.h). */
+ * beside the trees it learns, zkw_treeset.h). */
 #define ZKW_SWEEP_TREES_MAX 8
 
 /* X(field, environment variable, default (NULL: required), parser, min, max, help) */

@@ -229,7 +229,8 @@ static const char *judge(void) {
 
 static void finish_talk(void) {
   const char *bad = judge();
-  if (health.versioning) zkw_sweepwatch_version_answer(health.version_gen, health.answer);
+  struct zkw_identity *id = zkw_sidecar_identity(health.srv);
+  if (health.versioning && id) zkw_sweepwatch_version_answer(id, health.version_gen, health.answer);
   if (!bad) {
     /* Reachable: close the socket, then end the probe successfully. */
     uv_timer_stop(&health.timer);
@@ -446,7 +447,8 @@ static bool version_probe(void) {
   struct sockaddr_storage addr;
   uint32_t idx;
   uint64_t gen;
-  if (!zkw_sweepwatch_version_wanted(uv_now(health.srv->loop), &addr, &idx, &gen) ||
+  struct zkw_identity *id = zkw_sidecar_identity(health.srv);
+  if (!id || !zkw_sweepwatch_version_wanted(id, uv_now(health.srv->loop), &addr, &idx, &gen) ||
       idx >= (uint32_t)health.srv->cfg->upstream_count)
     return false;
   const struct zkw_hostport *hp = &health.srv->cfg->upstream[idx];
@@ -539,7 +541,7 @@ int zkw_health_start(struct zkw_server *srv) {
   if (rc) return rc;
   health.handles = 1;
   health.started = true;
-  zkw_sweepwatch_on_ask(version_kick);
+  if (zkw_sidecar_identity(srv)) zkw_sweepwatch_on_ask(zkw_sidecar_identity(srv), version_kick);
   schedule(0);
   return 0;
 }
@@ -552,7 +554,7 @@ static void timer_closed_cb(uv_handle_t *hd) {
 void zkw_health_stop(void) {
   if (!health.started || health.stopping) return;
   health.stopping = true;
-  zkw_sweepwatch_on_ask(NULL);
+  if (zkw_sidecar_identity(health.srv)) zkw_sweepwatch_on_ask(zkw_sidecar_identity(health.srv), NULL);
   uv_close((uv_handle_t *)&health.timer, timer_closed_cb);
   if (health.state == RESOLVING) uv_cancel((uv_req_t *)&health.gai);
   if (health.tcp_open) {

@@ -56,7 +56,7 @@ struct cli {
   char ids[300], node[600];
   char trust[ZKW_REGTRUST_WHY_MAX + 320]; /* why the record is not trusted ("": it is) */
   struct Stat rec_stat;
-  struct zkw_scope rec_trees;
+  struct zkw_treeset rec_trees;
 };
 
 enum own_step { OWN_ROOT_ACL, OWN_IDS_ACL, OWN_RECORD, OWN_RECORD_ACL, OWN_WALK };
@@ -239,14 +239,14 @@ static void walk_roots(struct cli *c, const struct zkw_lock_roots *roots,
  * below a lock root, as the sidecar takes them), marked untrusted when the
  * record is not trusted (zkw_regtrust.h): shown, never acted on. */
 static void own_walk(struct cli *c) {
-  struct zkw_scope trusted = {0}, untrusted = {0};
+  struct zkw_treeset trusted = {0}, untrusted = {0};
   for (int i = 0; i < c->cfg->sweep_trees.count; i++)
-    (void)zkw_scope_add(&trusted, &c->cfg->lock_roots, c->cfg->sweep_trees.root[i]);
+    (void)zkw_treeset_add(&trusted, &c->cfg->lock_roots, c->cfg->sweep_trees.root[i]);
   for (int i = 0; i < c->rec_trees.count; i++)
-    (void)zkw_scope_add(c->trust[0] ? &untrusted : &trusted, &c->cfg->lock_roots, c->rec_trees.tree[i]);
+    (void)zkw_treeset_add(c->trust[0] ? &untrusted : &trusted, &c->cfg->lock_roots, c->rec_trees.tree[i]);
   if (untrusted.count) {
-    char list[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
-    zkw_scope_format(&untrusted, list, sizeof list);
+    char list[ZKW_TREESET_TREES_MAX * ZKW_TREESET_PATH_MAX];
+    zkw_treeset_format(&untrusted, list, sizeof list);
     fprintf(stderr,
             "zkwarden locks: the trees %s of the registry record of %s are read and marked untrusted: the "
             "record is not trusted (%s), so anyone could have written them; --reclaim acts on nothing found "

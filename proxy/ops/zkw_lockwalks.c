@@ -10,6 +10,7 @@
 #include "zkw_config.h"
 #include "zkw_locks.h"
 #include "zkw_metrics.h"
+#include "zkw_owntrees.h"
 #include "zkw_server.h"
 #include "zkw_sidecar.h"
 
@@ -93,11 +94,11 @@ static void walk_begin(void) {
   const struct zkw_config *cfg = walks.srv->cfg;
   struct zkw_lock_roots own, untrusted = {0};
   if (!all) { /* the sweep's, and the record's that are not trusted (shown, marked so) */
-    struct zkw_scope trees;
+    struct zkw_treeset trees;
     const struct zkw_identity *id = zkw_sidecar_identity(walks.srv);
-    zkw_identity_own_trees(id, &trees);
+    zkw_owntrees_of(id, &trees);
     zkw_locks_scope_roots(&trees, &own);
-    zkw_identity_untrusted_trees(id, &trees);
+    zkw_owntrees_untrusted(id, &trees);
     zkw_locks_scope_roots(&trees, &untrusted);
   }
   walks.walk_all = all;

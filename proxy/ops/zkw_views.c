@@ -11,6 +11,7 @@
 #include "zkw_health.h"
 #include "zkw_history.h"
 #include "zkw_metrics.h"
+#include "zkw_owntrees.h"
 #include "zkw_session.h"
 #include "zkw_sidecar.h"
 #include "zkw_text.h"
@@ -195,14 +196,14 @@ int zkw_views_status_page(struct zkw_server *srv, struct zkw_buf *b, const struc
   TRY(kv_row(b, "upstream", "mono", line));
   TRY(kv_row(b, "lock roots", "mono", cfg->raw_lock_roots ? cfg->raw_lock_roots : ""));
   if (!cfg->relay_only && id != &none) { /* what the sweep and the lock summary below read */
-    struct zkw_scope trees;
-    zkw_identity_own_trees(id, &trees);
-    char list[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
-    zkw_scope_format(&trees, list, sizeof list);
+    struct zkw_treeset trees;
+    zkw_owntrees_of(id, &trees);
+    char list[ZKW_TREESET_TREES_MAX * ZKW_TREESET_PATH_MAX];
+    zkw_treeset_format(&trees, list, sizeof list);
     TRY(kv_row(b, "own trees", "mono", list));
-    zkw_identity_untrusted_trees(id, &trees);
+    zkw_owntrees_untrusted(id, &trees);
     if (trees.count) {
-      zkw_scope_format(&trees, list, sizeof list);
+      zkw_treeset_format(&trees, list, sizeof list);
       snprintf(line, sizeof line,
                "%.400s (read from the registry record, which is not trusted: the lock report "
                "shows them, marked so; never swept)",

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "zkw_fencing.h"
 #include "zkw_history.h"
 #include "zkw_lockrule.h"
 #include "zkw_reclaim.h"
@@ -67,7 +68,7 @@ static int on_request(struct zkw_session *s, const struct zkw_request *req, cons
   if (sc->hold_jm) return ZKW_HOLD;
   if (!sc->acts_as_jm && zkw_acts_as_jobmanager(&cfg->lock_roots, req)) {
     if (cfg->observe && req->type != ZKW_OP_MULTI) sc->jm_xid = req->xid;
-    if (zkw_identity_on_jm_request(s)) return ZKW_HOLD;
+    if (zkw_incarnation_on_jm_request(s)) return ZKW_HOLD;
   }
   if (sc->incarnation) zkw_sweep_on_jm_request(s, req); /* its own trees, its activity */
   int verdict = ZKW_FORWARD, keep = 0;
@@ -128,7 +129,7 @@ static int on_reply(struct zkw_session *s, const struct zkw_reply *rep, int32_t 
   if (sc->jm_xid && sc->jm_xid == rep->xid) {
     sc->jm_xid = 0;
     if (rep->err == 0 && (op == ZKW_OP_CREATE || op == ZKW_OP_CREATE2))
-      zkw_identity_on_jm_created(s, rep->op.path);
+      zkw_fencing_on_jm_created(s, rep->op.path);
   }
   if (flags & ZKW_REPLY_KEPT) return on_kept_reply(s, rep, flags);
   int rc;
@@ -172,19 +173,19 @@ static int on_move(struct zkw_session *s, const char *why, bool silent) {
 static void on_close(struct zkw_session *s) {
   if (zkw_sc(s)->silent_server && s->close_class == ZKW_CLOSE_CLIENT_CLOSED)
     would_move(s, "went silent and the client gave up on it");
-  zkw_identity_on_session_closed(s);
+  zkw_incarnation_on_session_closed(s);
 }
 
 static void on_stop(void *policy) {
   if (!policy) return;
-  zkw_identity_stop(policy); /* stopping: the sweep's timer is closed, a pass ends at its next step */
-  zkw_sweep_stop();          /* ends a pass that waits on that timer */
+  zkw_incarnation_stop(policy); /* stopping: the sweep's timer is closed, a pass ends at its next step */
+  zkw_sweep_stop(policy);          /* ends a pass that waits on that timer */
 }
 
 const struct zkw_hooks zkw_sidecar_hooks = {
     .session_size = sizeof(struct zkw_sc_session),
-    .on_connect_request = zkw_identity_on_connect_request,
-    .on_connect_response = zkw_identity_on_connect_response,
+    .on_connect_request = zkw_incarnation_on_connect_request,
+    .on_connect_response = zkw_incarnation_on_connect_response,
     .on_request = on_request,
     .on_reply = on_reply,
     .on_notification = zkw_sweepwatch_on_notification,
@@ -195,13 +196,13 @@ const struct zkw_hooks zkw_sidecar_hooks = {
 };
 
 int zkw_sidecar_start(struct zkw_identity *id, struct zkw_server *srv) {
-  int rc = zkw_identity_start(id, srv);
+  int rc = zkw_incarnation_start(id, srv);
   id->on_incarnation = zkw_sweep_soon; /* identity_start cleared it */
   return rc;
 }
 
 void zkw_sidecar_finish(void *id) {
-  zkw_identity_finish(id);
+  zkw_incarnation_finish(id);
 }
 
 struct zkw_identity *zkw_sidecar_identity(const struct zkw_server *srv) {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "zkw_hooks.h"
-#include "zkw_identity.h"
+#include "zkw_incarnation.h"
 #include "zkw_relay.h"
 
 extern const struct zkw_hooks zkw_sidecar_hooks;

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -53,10 +54,25 @@ def build_checker(dest):
     return dest
 
 
+def zookeeper_release(line):
+    """(classpath, version) of the ensemble's ZooKeeper: Debian's, or one
+    release line's pinned version resolved by Maven (tests/flink's pom)."""
+    if line == "debian":
+        return None, "3.8.0 (Debian)"
+    sys.path.insert(0, str(HERE.parent / "flink"))
+    import flinkcluster  # noqa: E402  (Maven classpaths of ZooKeeper releases)
+    pom = (HERE.parent / "flink" / "maven" / "zookeeper" / "pom.xml").read_text()
+    m = re.search(r"<id>zk-%s</id><properties><zookeeper.version>([0-9.]+)<" % re.escape(line), pom)
+    if not m:
+        raise SystemExit("consistency: no ZooKeeper line %r in tests/flink/maven/zookeeper/pom.xml" % line)
+    classpath, _ = flinkcluster.zookeeper_classpath(line, m.group(1))
+    return classpath, m.group(1)
+
+
 def zkwarden_binary():
     b = os.environ.get("ZKW_BIN")
     if b:
-        return b
+        return os.path.abspath(b)
     for d in ("build-asan", "build"):
         p = runs.REPO / d / "zkwarden"
         if p.exists():
@@ -294,6 +310,9 @@ def main():
                     "scaled to --duration past the default)")
     ap.add_argument("--min-faults", type=int, default=20)
     ap.add_argument("--mutations", default="all", help="all, none, or a comma list of " + ",".join(MUTATIONS))
+    ap.add_argument("--zookeeper", default="debian", metavar="LINE",
+                    help="the ensemble's release: debian (Debian's 3.8.0, the default) or a line of "
+                         "tests/flink/maven/zookeeper/pom.xml (3.6, 3.7, 3.8, 3.9), resolved by Maven")
     ap.add_argument("--workdir", default=None, help="keep the histories and logs there")
     ap.add_argument("--recheck", default=None, metavar="WORKDIR", help="only run the checkers again on the "
                     "histories of an earlier run's --workdir")
@@ -308,16 +327,19 @@ def main():
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="zkw-consistency-"))
     workdir.mkdir(parents=True, exist_ok=True)
     binary = zkwarden_binary()
-    command = "tests/consistency/run.sh --seed %d --duration %g%s%s" % (
+    command = "tests/consistency/run.sh --seed %d --duration %g%s%s%s" % (
         args.seed, args.duration, " --direct-only" if args.direct_only else "",
-        " --zkwarden-only" if args.zkwarden_only else "")
+        " --zkwarden-only" if args.zkwarden_only else "",
+        "" if args.zookeeper == "debian" else " --zookeeper " + args.zookeeper)
     log("seed %d, workdir %s, zkwarden %s; reproduce: %s" % (args.seed, workdir, binary, command))
     checker_bin = build_checker(workdir / "checker")
+    classpath, zk_version = zookeeper_release(args.zookeeper)
+    log("ZooKeeper %s" % zk_version)
     ensemble = zkharness.Ensemble(workdir / "ensemble", n=3, tick_ms=500, reconfig=False,
                                   jvm_args=zkharness.FAST_START_JVM, max_session_ms=30000,
-                                  four_letter_words="srvr,ruok,stat,cons,dump,mntr")
+                                  four_letter_words="srvr,ruok,stat,cons,dump,mntr", classpath=classpath)
     summary = {"seed": args.seed, "command": command, "duration_s": args.duration, "zkwarden_binary": binary,
-               "min_ops": args.min_ops, "min_faults": args.min_faults,
+               "min_ops": args.min_ops, "min_faults": args.min_faults, "zookeeper": zk_version,
                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     main_runs = []
     epochs = int(args.duration * 2 / runs.EPOCH_S) + 8

@@ -19,7 +19,7 @@
  * sessions zkwarden saw end, oldest first, as session:incarnation:epoch-ms
  * (when zkwarden saw it end): an ephemeral still owned by one of them is a
  * zombie (zkw_reclaim.h), once proven dead (zkw_registry.h). `tree` (one line
- * per tree, none when empty) lists the identity's own trees (zkw_scope.h):
+ * per tree, none when empty) lists the identity's own trees (zkw_treeset.h):
  * what its sweep reads. Older versions ignore the lines they do not know.
  * The password lets its holder close the session, which is why the
  * node carries a digest ACL when ZKWARDEN_REGISTRY_AUTH is set. An empty
@@ -31,11 +31,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "zkw_scope.h"
+#include "zkw_treeset.h"
 
 #define ZKW_RECORD_DEAD_MAX 8
 /* Room for a formatted record: its fields, the dead list and every tree. */
-#define ZKW_RECORD_TEXT_MAX (1024 + ZKW_SCOPE_TREES_MAX * (ZKW_SCOPE_PATH_MAX + 8))
+#define ZKW_RECORD_TEXT_MAX (1024 + ZKW_TREESET_TREES_MAX * (ZKW_TREESET_PATH_MAX + 8))
 
 /* A session zkwarden saw end (closed by a fence, or expired). */
 struct zkw_dead_session {
@@ -55,7 +55,7 @@ struct zkw_record {
   uint64_t dead;
   int ndead; /* dead_sessions: entries used, oldest first */
   struct zkw_dead_session dead_sessions[ZKW_RECORD_DEAD_MAX];
-  struct zkw_scope trees; /* the identity's own trees, as written (not checked against the lock roots) */
+  struct zkw_treeset trees; /* the identity's own trees, as written (not checked against the lock roots) */
 };
 
 /* Adds a session to the record's dead list (kept once; the oldest entry

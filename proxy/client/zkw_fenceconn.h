@@ -1,37 +1,37 @@
-/* zkw_fence.h: closing a superseded ZooKeeper session on the server.
+/* zkw_fenceconn.h: closing a superseded ZooKeeper session on the server.
  *
  * A fence re-attaches to the session with its id and password on a
  * connection of its own and sends closeSession; the server then deletes all
  * of that session's ephemerals (locks and leader latch) in one transaction.
  * It runs on the loop thread (zkwarden's own wire, not a client library), so
  * that the decision to send closeSession and a re-attach of the same session
- * read from the JobManager are ordered: once zkw_fence_cancel has run, no
+ * read from the JobManager are ordered: once zkw_fenceconn_cancel has run, no
  * closeSession is sent. The servers of ZKWARDEN_UPSTREAM are tried in turn,
  * each bounded, the whole bounded by timeout_ms. An already expired session
  * counts as fenced. The password never leaves this struct and is wiped
  * after use. With auth set (ZKWARDEN_REGISTRY_AUTH), the connection
  * authenticates with digest before closeSession, for servers that enforce
  * authentication. */
-#ifndef ZKW_FENCE_H
-#define ZKW_FENCE_H
+#ifndef ZKW_FENCECONN_H
+#define ZKW_FENCECONN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
-enum zkw_fence_result {
+enum zkw_fenceconn_result {
   ZKW_FENCE_CLOSED,    /* the session was alive and is now closed */
   ZKW_FENCE_EXPIRED,   /* the server no longer knew it: already gone */
   ZKW_FENCE_FAILED,    /* no server answered in time, or closing failed */
-  ZKW_FENCE_CANCELLED, /* zkw_fence_cancel came before closeSession was sent: nothing was done */
+  ZKW_FENCE_CANCELLED, /* zkw_fenceconn_cancel came before closeSession was sent: nothing was done */
 };
 
-struct zkw_fence;
-typedef void (*zkw_fence_cb)(struct zkw_fence *f, enum zkw_fence_result result, void *arg);
+struct zkw_fenceconn;
+typedef void (*zkw_fenceconn_cb)(struct zkw_fenceconn *f, enum zkw_fenceconn_result result, void *arg);
 
-struct zkw_fence {
-  /* Set by the caller before zkw_fence_start. */
+struct zkw_fenceconn {
+  /* Set by the caller before zkw_fenceconn_start. */
   char hosts[4096]; /* "host:port,host:port" */
   int64_t session_id;
   uint8_t passwd[16];
@@ -42,12 +42,12 @@ struct zkw_fence {
   uint32_t attempt_ms;    /* bound on one server's connect and answer */
   const char *auth;       /* digest user:password sent before closeSession (enforced auth), or NULL */
   /* The outcome, for cb. */
-  enum zkw_fence_result result;
+  enum zkw_fenceconn_result result;
   char detail[160];
   void *arg;
 
-  /* zkw_fence.c's own. */
-  zkw_fence_cb cb;
+  /* zkw_fenceconn.c's own. */
+  zkw_fenceconn_cb cb;
   uv_loop_t *loop;
   bool cancel, ending, closing_sent;
   int open;    /* handles and requests whose callback is still to come */
@@ -66,13 +66,13 @@ struct zkw_fence {
 };
 
 /* Starts fencing; f must stay allocated until cb runs (cb may free it). cb
- * is never called from within zkw_fence_start. */
-int zkw_fence_start(uv_loop_t *loop, struct zkw_fence *f, zkw_fence_cb cb, void *arg)
+ * is never called from within zkw_fenceconn_start. */
+int zkw_fenceconn_start(uv_loop_t *loop, struct zkw_fenceconn *f, zkw_fenceconn_cb cb, void *arg)
     __attribute__((warn_unused_result));
 /* The session is attached again: unless its closeSession is already sent,
  * the fence ends without closing it (its connection just goes, the session
  * stays) and reports ZKW_FENCE_CANCELLED. */
-void zkw_fence_cancel(struct zkw_fence *f);
-const char *zkw_fence_result_name(enum zkw_fence_result r);
+void zkw_fenceconn_cancel(struct zkw_fenceconn *f);
+const char *zkw_fenceconn_result_name(enum zkw_fenceconn_result r);
 
 #endif

@@ -1,6 +1,6 @@
-/* zkw_idtrees.h: which trees are the identity's own (zkw_scope.h) at each
+/* zkw_owntrees.h: which trees are the identity's own (zkw_treeset.h) at each
  * moment, for the sweep and the lock report, and which the registry record
- * keeps (zkw_idtrees.c).
+ * keeps (zkw_owntrees.c).
  *
  * In precedence: the operator's (ZKWARDEN_SWEEP_TREES: always read, never
  * dropped; what the JobManager creates below them is not learned and takes
@@ -21,46 +21,46 @@
  *
  * A leaf under zkw_registry.c and zkw_regacl.c: no I/O, it calls neither
  * (they write the record when a function here says it changed). */
-#ifndef ZKW_IDTREES_H
-#define ZKW_IDTREES_H
+#ifndef ZKW_OWNTREES_H
+#define ZKW_OWNTREES_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "zkw_scope.h"
+#include "zkw_treeset.h"
 #include "zkw_wire.h"
 
 struct zkw_identity;
 
 /* The own trees now, in precedence: what the sweep reads. Returns how many
- * trees of earlier incarnations found no room (ZKW_SCOPE_TREES_MAX; the
+ * trees of earlier incarnations found no room (ZKW_TREESET_TREES_MAX; the
  * operator's and the current incarnation's always fit). */
-int zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out);
+int zkw_owntrees_of(const struct zkw_identity *id, struct zkw_treeset *out);
 /* The record's trees that are not trusted (not judged yet, or judged not
  * trusted): the lock report reads them too, marked so; never swept. */
-void zkw_identity_untrusted_trees(const struct zkw_identity *id, struct zkw_scope *out);
+void zkw_owntrees_untrusted(const struct zkw_identity *id, struct zkw_treeset *out);
 /* What a record write carries: the current incarnation's trees, then the
  * earlier ones not yet retired (the operator's are configuration). */
-void zkw_idtrees_for_record(const struct zkw_identity *id, struct zkw_scope *out);
+void zkw_owntrees_for_record(const struct zkw_identity *id, struct zkw_treeset *out);
 /* The record was read with these trees: those below a lock root that this
  * instance does not already hold become the record's. Returns true if the
  * record lacks what this instance writes (a write is due). */
-bool zkw_idtrees_loaded(struct zkw_identity *id, const struct zkw_scope *trees);
+bool zkw_owntrees_loaded(struct zkw_identity *id, const struct zkw_treeset *trees);
 /* The JobManager of the current incarnation (`current`) created an
  * ephemeral at path: its parent joins the current incarnation's trees,
  * unless an operator's tree covers it. The first tree of a new incarnation
  * moves the last one's to the earlier ones. */
-enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path);
+enum zkw_treeset_change zkw_owntrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path);
 /* A complete pass of incarnation `incarnation` (the current one) over
  * `walked` (a walk of every tree, and every node it left read since:
  * zkw_sweep.c): if the current incarnation has learned a tree, the earlier
  * trees it read, and an untrusted record's, are retired; one that found no
  * room (not read) stays until a pass reads it. Returns the number retired (a
  * write is due when > 0). */
-int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked);
+int zkw_owntrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_treeset *walked);
 /* The record loaded last was judged (zkw_regacl.c): trusted (why NULL), its
  * trees are swept; else not, said once at warn. Returns true if a write is
  * due (what the record holds changes). */
-bool zkw_idtrees_judged(struct zkw_identity *id, const char *why);
+bool zkw_owntrees_judged(struct zkw_identity *id, const char *why);
 
 #endif

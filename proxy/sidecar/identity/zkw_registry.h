@@ -2,54 +2,29 @@
  * the claim of the identity, its record, the owner's check, and the lists
  * of sessions waiting on them. The functions named zkw_identity_* are what
  * the rest of the sidecar asks of the identity; zkw_registry_* are shared
- * with zkw_fencing.c and zkw_identity.c only. */
+ * with zkw_fencing.c and zkw_incarnation.c only. */
 #ifndef ZKW_REGISTRY_H
 #define ZKW_REGISTRY_H
 
-#include "zkw_idstate.h"
-#include "zkw_idtrees.h"
+#include "zkw_identity.h"
+#include "zkw_owntrees.h"
 
 /* zkwarden's own registry session: short, so that the owner node of a
  * sidecar that died goes quickly (the server clamps it to >= 2 ticks). */
 #define ZKW_REGISTRY_SESSION_MS 4000
-/* Dead sessions are forgotten this long after they ended (a day): their
- * ephemerals are zombies found by the sweeps of that day. */
-#define ZKW_DEAD_SESSION_MAX_AGE_MS (24ULL * 3600 * 1000)
 /* How often a broken registry is retried. */
 #define ZKW_REGISTRY_OPEN_RETRY_MAX_MS 30000
 #define ZKW_REGISTRY_RETRY_MS          5000
 
-const char *zkw_identity_state_name(enum zkw_reg_state state);
-/* True when the registry is usable (owner); else why explains. */
-bool zkw_identity_ready(const struct zkw_identity *id, const char **why);
-/* ZKWARDEN_MODE=observe: nothing is fenced or deleted; each such action is
- * recorded as a would-action (zkw_history_would) instead. */
-bool zkw_identity_observing(const struct zkw_identity *id);
-/* Staleness (used by reclaim and sweep): the current incarnation of this
- * identity when known, else 0. */
-uint64_t zkw_identity_current(const struct zkw_identity *id);
-/* A session of this identity that zkwarden saw end (fence, orphan fence,
- * expiry), or NULL: listed dead (for reports; deletes ask the next one). */
-const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session);
-/* The dead-list entry of a session proven dead, whose ephemerals may be
- * deleted as zombies, or NULL. Proven: zkwarden saw it end (this process;
- * or a sidecar of this identity, read from the record only when the record
- * was judged trusted: only zkwarden's registry identity can change it,
- * zkw_regtrust.h, zkw_regacl.c), within
- * ZKW_DEAD_SESSION_MAX_AGE_MS, and it is neither asking_session, nor the
- * current incarnation's session, nor attached through this sidecar now.
- * Listed but not proven: NULL with *why saying why (else *why is NULL). */
-const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identity *id, int64_t session,
-                                                        int64_t asking_session, const char **why);
-/* The identity's own trees: zkw_identity_own_trees (zkw_idtrees.h). The
+/* The identity's own trees: zkw_owntrees_of (zkw_owntrees.h). The
  * JobManager (a session of incarnation `incarnation`) creates an ephemeral
  * at path: if that is the current incarnation, its parent joins its trees,
  * written to the record soon. */
 void zkw_registry_learn_tree(struct zkw_identity *id, uint64_t incarnation, struct zkw_bytes path);
 /* A sweep pass of incarnation `incarnation` walked `walked` whole: earlier
- * incarnations' trees may retire (zkw_idtrees_walked); the record is
+ * incarnations' trees may retire (zkw_owntrees_walked); the record is
  * written if they did. */
-void zkw_registry_trees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked);
+void zkw_registry_trees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_treeset *walked);
 
 void zkw_registry_set_state(struct zkw_identity *id, enum zkw_reg_state st, const char *why);
 /* Creates the registry paths and the owner node (or waits for it). */
@@ -69,8 +44,6 @@ void zkw_registry_release_hold(struct zkw_session *s);
 /* The fence is done, failed or timed out: every request held for it goes on
  * to the record write if the registry can take it now, else on its way. */
 void zkw_registry_release_waiting(struct zkw_identity *id);
-/* True if the session is attached through this sidecar right now. */
-bool zkw_registry_attached(const struct zkw_identity *id, int64_t session);
 
 /* Remembers the current record's session as the one to fence (id->prev),
  * if it may still be alive: before a new incarnation overwrites it. */

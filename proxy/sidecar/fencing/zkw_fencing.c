@@ -4,9 +4,9 @@
  * session still attached here, and orphans (a JobManager connection that
  * went without closeSession and did not come back within the grace). In
  * observe mode each of these is a would-fence, and the wait it would have
- * saved is measured. One fence (zkw_fence.c) runs at a time. Above
+ * saved is measured. One fence (zkw_fenceconn.c) runs at a time. Above
  * zkw_registry.c (it records the sessions it saw end there), below
- * zkw_identity.c. */
+ * zkw_incarnation.c. */
 #include "zkw_fencing.h"
 
 #include <inttypes.h>
@@ -43,7 +43,7 @@ struct zkw_orphan {
 
 /* ---- observe mode: the fences not done ---- */
 
-bool zkw_identity_would_have_fenced(const struct zkw_identity *id, int64_t session) {
+bool zkw_fencing_would_have_fenced(const struct zkw_identity *id, int64_t session) {
   for (int i = 0; session && i < ZKW_SUPERSEDED_KEPT; i++)
     if (id->would_fenced[i] == session) return true;
   return false;
@@ -83,7 +83,7 @@ static void wait_for_latch(struct zkw_identity *id, int64_t session, uint64_t in
   if (zkw_zk_exists(id->zk, id->wait.path, true, latch_watched, id) != ZOK) id->wait.active = false;
 }
 
-void zkw_identity_on_jm_created(struct zkw_session *s, struct zkw_bytes path) {
+void zkw_fencing_on_jm_created(struct zkw_session *s, struct zkw_bytes path) {
   struct zkw_identity *id = s->srv->policy;
   if (!zkw_identity_observing(id) || id->disabled || path.len <= 0 ||
       (size_t)path.len >= sizeof id->latch_path || !zkw_sc(s)->incarnation ||
@@ -108,7 +108,7 @@ static void would_fence(struct zkw_identity *id, enum zkw_history_kind kind, int
 
 /* ---- fencing ---- */
 
-static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *arg);
+static void fence_done(struct zkw_fenceconn *f, enum zkw_fenceconn_result result, void *arg);
 
 void zkw_fencing_timeout_cb(uv_timer_t *t) {
   struct zkw_identity *id = t->data;
@@ -131,12 +131,12 @@ static void close_superseded(struct zkw_identity *id, int64_t session, uint64_t 
 static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t passwd[16], int timeout_ms,
                         uint64_t incarnation, void *orphan) {
   /* An orphan that was re-attached meanwhile is not an orphan. */
-  if (orphan && zkw_registry_attached(id, session)) return false;
+  if (orphan && zkw_identity_attached(id, session)) return false;
   /* A connection of that session still here (a hung JobManager) is closed
    * by the server when the fence takes the session: it must not move. */
   for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
     if (zkw_session_id(s) == session && zkw_session_phase(s) != ZKW_PHASE_CLOSING) zkw_session_forbid_move(s);
-  struct zkw_fence *f = &id->fence;
+  struct zkw_fenceconn *f = &id->fence;
   zkw_config_upstream_list(id->srv->cfg, f->hosts, sizeof f->hosts);
   f->session_id = session;
   memcpy(f->passwd, passwd, sizeof f->passwd);
@@ -148,7 +148,7 @@ static bool start_fence(struct zkw_identity *id, int64_t session, const uint8_t 
   if (f->attempt_ms > id->srv->cfg->fence_timeout_ms / 3) f->attempt_ms = id->srv->cfg->fence_timeout_ms / 3;
   f->auth = id->srv->cfg->registry_auth[0] ? id->srv->cfg->registry_auth : NULL;
   id->fence_incarnation = incarnation;
-  if (zkw_fence_start(id->srv->loop, f, fence_done, orphan) != 0) {
+  if (zkw_fenceconn_start(id->srv->loop, f, fence_done, orphan) != 0) {
     memset(f->passwd, 0, sizeof f->passwd);
     return false;
   }
@@ -191,10 +191,10 @@ static void retry_fence_cb(uv_timer_t *t) {
   zkw_fencing_previous(t->data);
 }
 
-static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result);
+static void orphan_fenced(struct zkw_orphan *o, enum zkw_fenceconn_result result);
 static void orphan_free(struct zkw_orphan *o);
 
-static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *arg) {
+static void fence_done(struct zkw_fenceconn *f, enum zkw_fenceconn_result result, void *arg) {
   struct zkw_identity *id = (struct zkw_identity *)((char *)f - offsetof(struct zkw_identity, fence));
   id->fencing = false;
   if (result == ZKW_FENCE_CANCELLED && id->stopping) { /* zkw_fencing_stop */
@@ -219,8 +219,8 @@ static void fence_done(struct zkw_fence *f, enum zkw_fence_result result, void *
     } else {
       if (result == ZKW_FENCE_CLOSED) ZKW_METRIC_INC(fences);
       zkw_log_info("identity %s: previous session 0x%" PRIx64 " of incarnation %" PRIu64 " fenced: %s",
-                   zkw_identity_name(id), (uint64_t)f->session_id, inc, zkw_fence_result_name(result));
-      zkw_history_add(ZKW_HISTORY_FENCE, NULL, zkw_fence_result_name(result), f->session_id,
+                   zkw_identity_name(id), (uint64_t)f->session_id, inc, zkw_fenceconn_result_name(result));
+      zkw_history_add(ZKW_HISTORY_FENCE, NULL, zkw_fenceconn_result_name(result), f->session_id,
                       zkw_identity_name(id), inc);
       id->prev.pending = false;
       memset(id->prev.passwd, 0, sizeof id->prev.passwd);
@@ -260,7 +260,7 @@ static void resume_fence_waiters(struct zkw_identity *id) {
 
 static void orphan_timer_cb(uv_timer_t *t);
 
-static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
+static void orphan_fenced(struct zkw_orphan *o, enum zkw_fenceconn_result result) {
   struct zkw_identity *id = o->id;
   if (result == ZKW_FENCE_CANCELLED) {
     /* Stopped before closeSession for a re-attach: the orphan stays until
@@ -286,7 +286,7 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
     if (result == ZKW_FENCE_CLOSED) ZKW_METRIC_INC(orphans_fenced);
     zkw_log_info("identity %s: orphaned session 0x%" PRIx64 " (incarnation %" PRIu64 ") fenced: %s",
                  zkw_identity_name(id), (uint64_t)o->session_id, o->incarnation,
-                 zkw_fence_result_name(result));
+                 zkw_fenceconn_result_name(result));
     zkw_registry_note_dead(id, o->session_id, o->incarnation);
     if (o->incarnation == id->rec.incarnation && o->session_id == id->rec.session)
       zkw_registry_write_dead(id, o->incarnation);
@@ -294,7 +294,7 @@ static void orphan_fenced(struct zkw_orphan *o, enum zkw_fence_result result) {
       zkw_registry_flush_dead(id);
   }
   (result == ZKW_FENCE_FAILED ? zkw_history_failed : zkw_history_add)(
-      ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fence_result_name(result), o->session_id, zkw_identity_name(id),
+      ZKW_HISTORY_ORPHAN_FENCE, NULL, zkw_fenceconn_result_name(result), o->session_id, zkw_identity_name(id),
       o->incarnation);
   orphan_free(o);
   resume_fence_waiters(id);
@@ -313,7 +313,7 @@ static void orphan_timer_cb(uv_timer_t *t) {
     return;
   }
   if (zkw_identity_observing(id)) {
-    if (!zkw_registry_attached(id, o->session_id)) {
+    if (!zkw_identity_attached(id, o->session_id)) {
       char why[120];
       snprintf(why, sizeof why, "dropped without closeSession, not re-attached in %u ms",
                id->srv->cfg->orphan_grace_ms);
@@ -364,7 +364,7 @@ bool zkw_fencing_reattach(struct zkw_identity *id, struct zkw_session *s, const 
            "identity %s: session 0x%" PRIx64 " re-attaches while its orphan fence is under way: "
            "the fence ends without closing it unless closeSession was sent, the re-attach waits for it",
            zkw_identity_name(id), (uint64_t)o->session_id);
-  zkw_fence_cancel(&id->fence);
+  zkw_fenceconn_cancel(&id->fence);
   return true;
 }
 
@@ -426,7 +426,7 @@ void zkw_fencing_orphan(struct zkw_identity *id, struct zkw_session *s) {
 void zkw_fencing_stop(struct zkw_identity *id) {
   /* A fence under way ends at once unless its closeSession is out (then
    * with the reply, within its timeout); its orphan is freed then. */
-  if (id->fencing) zkw_fence_cancel(&id->fence);
+  if (id->fencing) zkw_fenceconn_cancel(&id->fence);
   for (struct zkw_orphan *o = id->orphans, *next; o; o = next) {
     next = o->next;
     if (!(id->fencing && id->fence.arg == o)) orphan_free(o);

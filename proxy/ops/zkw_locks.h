@@ -1,7 +1,7 @@
 /* zkw_locks.h: the lock report of `zkwarden locks` and GET /v1/locks.
  *
  * A walk lists every node under the paths it is given (by default the
- * identity's own trees, zkw_scope.h, as the sweep reads them; on demand
+ * identity's own trees, zkw_treeset.h, as the sweep reads them; on demand
  * every ZKWARDEN_LOCK_ROOTS) through a zkw_zk session
  * (the CLI's own, or the daemon's registry session), reads every node whose
  * name is a UUID (a lock by the lock rule, zkw_lockrule.h) and the registry
@@ -23,7 +23,7 @@
  * record someone other than zkwarden's registry identity can change (or
  * every one, without ZKWARDEN_REGISTRY_AUTH) is marked so, and so is each
  * lock whose verdict rests on it or that was found under a tree from an
- * untrusted source (a record's trees, zkw_idtrees.h): `zkwarden locks
+ * untrusted source (a record's trees, zkw_owntrees.h): `zkwarden locks
  * --reclaim` acts on none of them.
  *
  * A lock whose owner session is in some identity's dead list (its record's
@@ -45,7 +45,7 @@
 #include "zkw_lockrule.h"
 #include "zkw_record.h"
 #include "zkw_regtrust.h"
-#include "zkw_scope.h"
+#include "zkw_treeset.h"
 #include "zkw_zk.h"
 
 #define ZKW_LOCKS_WINDOW    64      /* reads in flight */
@@ -125,7 +125,7 @@ struct zkw_locks_opts {
 int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_locks_opts *o, zkw_locks_done done, void *arg,
                          struct zkw_locks_walk **out) __attribute__((warn_unused_result));
 /* The trees as lock roots (the paths a walk is given). */
-void zkw_locks_scope_roots(const struct zkw_scope *trees, struct zkw_lock_roots *out);
+void zkw_locks_scope_roots(const struct zkw_treeset *trees, struct zkw_lock_roots *out);
 /* done will not be called; the walk frees itself once its reads are back. */
 void zkw_locks_walk_cancel(struct zkw_locks_walk *w);
 void zkw_locks_report_free(struct zkw_locks_report *rep);

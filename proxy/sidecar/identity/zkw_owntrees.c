@@ -1,16 +1,16 @@
-/* zkw_idtrees.c: the identity's own trees at each moment and the record's
- * (see zkw_idtrees.h): precedence, trust, the current incarnation's trees
+/* zkw_owntrees.c: the identity's own trees at each moment and the record's
+ * (see zkw_owntrees.h): precedence, trust, the current incarnation's trees
  * replacing earlier ones, the zkwarden_own_trees gauge. */
-#include "zkw_idtrees.h"
+#include "zkw_owntrees.h"
 
 #include <string.h>
 
 #include "zkw_config.h"
-#include "zkw_idstate.h"
+#include "zkw_identity.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 
-_Static_assert(ZKW_SWEEP_TREES_MAX + ZKW_SCOPE_LEARNED_MAX <= ZKW_SCOPE_TREES_MAX,
+_Static_assert(ZKW_SWEEP_TREES_MAX + ZKW_TREESET_LEARNED_MAX <= ZKW_TREESET_TREES_MAX,
                "a scope holds the operator's trees beside the learned ones");
 
 static const struct zkw_lock_roots *roots_of(const struct zkw_identity *id) {
@@ -18,29 +18,29 @@ static const struct zkw_lock_roots *roots_of(const struct zkw_identity *id) {
 }
 
 /* Adds each tree of from to out; returns how many found no room. */
-static int add_all(struct zkw_scope *out, const struct zkw_lock_roots *roots, const struct zkw_scope *from) {
+static int add_all(struct zkw_treeset *out, const struct zkw_lock_roots *roots, const struct zkw_treeset *from) {
   int left = 0;
   for (int i = 0; i < from->count; i++)
-    if (zkw_scope_add(out, roots, from->tree[i]) == ZKW_SCOPE_FULL) left++;
+    if (zkw_treeset_add(out, roots, from->tree[i]) == ZKW_TREESET_FULL) left++;
   return left;
 }
 
 /* The operator's trees, as a scope. */
-static void operator_trees(const struct zkw_identity *id, struct zkw_scope *out) {
+static void operator_trees(const struct zkw_identity *id, struct zkw_treeset *out) {
   const struct zkw_config *cfg = id->srv->cfg;
   out->count = 0;
   for (int i = 0; i < cfg->sweep_trees.count; i++)
-    (void)zkw_scope_add(out, &cfg->lock_roots, cfg->sweep_trees.root[i]); /* checked at parse: fits */
+    (void)zkw_treeset_add(out, &cfg->lock_roots, cfg->sweep_trees.root[i]); /* checked at parse: fits */
 }
 
 /* zkwarden_own_trees. */
 static void count(const struct zkw_identity *id) {
-  struct zkw_scope all;
-  (void)zkw_identity_own_trees(id, &all); /* the gauge counts what is read */
+  struct zkw_treeset all;
+  (void)zkw_owntrees_of(id, &all); /* the gauge counts what is read */
   ZKW_METRIC_SET(own_trees, (int64_t)all.count);
 }
 
-int zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out) {
+int zkw_owntrees_of(const struct zkw_identity *id, struct zkw_treeset *out) {
   operator_trees(id, out);
   int left = add_all(out, roots_of(id), &id->scope);
   left += add_all(out, roots_of(id), &id->prev_trees);
@@ -48,16 +48,16 @@ int zkw_identity_own_trees(const struct zkw_identity *id, struct zkw_scope *out)
   return left;
 }
 
-void zkw_identity_untrusted_trees(const struct zkw_identity *id, struct zkw_scope *out) {
+void zkw_owntrees_untrusted(const struct zkw_identity *id, struct zkw_treeset *out) {
   out->count = 0;
   if (id->record_trust != ZKW_TRUST_TRUSTED) (void)add_all(out, roots_of(id), &id->rec_trees);
 }
 
 /* What a record write carries; with_record: the record's trees whatever
  * their verdict (to tell whether the record read lacks something). */
-static void for_record(const struct zkw_identity *id, struct zkw_scope *out, bool with_record) {
+static void for_record(const struct zkw_identity *id, struct zkw_treeset *out, bool with_record) {
   out->count = 0;
-  (void)add_all(out, roots_of(id), &id->scope);      /* at most ZKW_SCOPE_LEARNED_MAX: fits */
+  (void)add_all(out, roots_of(id), &id->scope);      /* at most ZKW_TREESET_LEARNED_MAX: fits */
   (void)add_all(out, roots_of(id), &id->prev_trees); /* the rest: retired first, the oldest */
   /* Not trusted: with credentials they are not carried on (a write of
    * zkwarden's would make them look trusted); without, nothing read is. */
@@ -65,50 +65,50 @@ static void for_record(const struct zkw_identity *id, struct zkw_scope *out, boo
     (void)add_all(out, roots_of(id), &id->rec_trees);
 }
 
-void zkw_idtrees_for_record(const struct zkw_identity *id, struct zkw_scope *out) {
+void zkw_owntrees_for_record(const struct zkw_identity *id, struct zkw_treeset *out) {
   for_record(id, out, false);
 }
 
-static bool same_trees(const struct zkw_scope *a, const struct zkw_scope *b) {
+static bool same_trees(const struct zkw_treeset *a, const struct zkw_treeset *b) {
   if (a->count != b->count) return false;
   for (int i = 0; i < a->count; i++)
     if (strcmp(a->tree[i], b->tree[i]) != 0) return false;
   return true;
 }
 
-bool zkw_idtrees_loaded(struct zkw_identity *id, const struct zkw_scope *trees) {
+bool zkw_owntrees_loaded(struct zkw_identity *id, const struct zkw_treeset *trees) {
   id->rec_trees.count = 0;
   for (int i = 0; i < trees->count; i++) {
     const char *t = trees->tree[i];
     size_t n = strlen(t);
-    if (zkw_scope_covers(&id->scope, t, n) || zkw_scope_covers(&id->prev_trees, t, n))
+    if (zkw_treeset_covers(&id->scope, t, n) || zkw_treeset_covers(&id->prev_trees, t, n))
       continue; /* this instance's own, written before */
-    enum zkw_scope_change c = zkw_scope_add(&id->rec_trees, roots_of(id), t);
-    if (c == ZKW_SCOPE_REFUSED)
+    enum zkw_treeset_change c = zkw_treeset_add(&id->rec_trees, roots_of(id), t);
+    if (c == ZKW_TREESET_REFUSED)
       zkw_log_warn("identity %s: the registry record's tree %s is not below a lock root: ignored",
                    zkw_identity_name(id), t);
   }
   count(id);
-  struct zkw_scope written;
+  struct zkw_treeset written;
   for_record(id, &written, true); /* what this instance adds; the verdict decides about the rest */
   return !same_trees(&written, trees);
 }
 
-enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path) {
+enum zkw_treeset_change zkw_owntrees_learn(struct zkw_identity *id, uint64_t current, struct zkw_bytes path) {
   /* Below an operator's tree: read anyway, nothing to learn. */
-  struct zkw_scope op;
+  struct zkw_treeset op;
   operator_trees(id, &op);
   size_t parent = path.len > 0 ? (size_t)path.len : 0;
   while (parent > 1 && path.p[parent - 1] != '/')
     parent--;
-  bool under_op = parent > 1 && zkw_scope_covers(&op, (const char *)path.p, parent - 1);
-  struct zkw_scope learned = id->scope_inc == current ? id->scope : (struct zkw_scope){0};
-  enum zkw_scope_change c = under_op ? ZKW_SCOPE_SAME : zkw_scope_learn(&learned, roots_of(id), path);
-  if (c != ZKW_SCOPE_CHANGED && (c != ZKW_SCOPE_SAME || !under_op || id->scope_inc == current)) return c;
+  bool under_op = parent > 1 && zkw_treeset_covers(&op, (const char *)path.p, parent - 1);
+  struct zkw_treeset learned = id->scope_inc == current ? id->scope : (struct zkw_treeset){0};
+  enum zkw_treeset_change c = under_op ? ZKW_TREESET_SAME : zkw_treeset_learn(&learned, roots_of(id), path);
+  if (c != ZKW_TREESET_CHANGED && (c != ZKW_TREESET_SAME || !under_op || id->scope_inc == current)) return c;
   if (id->scope_inc != current) {
     /* The current incarnation's first tree: the last one's join the
      * earlier ones (first: the newest), which serve until a walk. */
-    struct zkw_scope earlier = id->scope;
+    struct zkw_treeset earlier = id->scope;
     (void)add_all(&earlier, roots_of(id), &id->prev_trees);
     id->prev_trees = earlier;
     id->scope_inc = current;
@@ -123,11 +123,11 @@ enum zkw_scope_change zkw_idtrees_learn(struct zkw_identity *id, uint64_t curren
  * when untrusted (an untrusted record's, which is read by nothing); returns
  * how many. A tree that found no room in the own trees was not read: it
  * stays, and is read once the retired ones make room for it. */
-static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, bool untrusted) {
+static int retire(struct zkw_treeset *sc, const struct zkw_treeset *walked, bool untrusted) {
   int kept = 0, gone = 0;
   for (int i = 0; i < sc->count; i++) {
-    if (!untrusted && !zkw_scope_covers(walked, sc->tree[i], strlen(sc->tree[i]))) {
-      if (kept != i) memcpy(sc->tree[kept], sc->tree[i], ZKW_SCOPE_PATH_MAX);
+    if (!untrusted && !zkw_treeset_covers(walked, sc->tree[i], strlen(sc->tree[i]))) {
+      if (kept != i) memcpy(sc->tree[kept], sc->tree[i], ZKW_TREESET_PATH_MAX);
       kept++;
     } else {
       gone++;
@@ -137,9 +137,9 @@ static int retire(struct zkw_scope *sc, const struct zkw_scope *walked, bool unt
   return gone;
 }
 
-int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_scope *walked) {
+int zkw_owntrees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_treeset *walked) {
   if (incarnation == 0 || id->scope_inc != incarnation) return 0;
-  struct zkw_scope op;
+  struct zkw_treeset op;
   operator_trees(id, &op);
   if (id->scope.count == 0 && op.count == 0) return 0; /* the incarnation's own trees are not known yet */
   /* An untrusted record's trees are read by nothing: retired with the
@@ -151,12 +151,12 @@ int zkw_idtrees_walked(struct zkw_identity *id, uint64_t incarnation, const stru
   return gone;
 }
 
-bool zkw_idtrees_judged(struct zkw_identity *id, const char *why) {
+bool zkw_owntrees_judged(struct zkw_identity *id, const char *why) {
   count(id);
   if (id->rec_trees.count == 0) return false;
   if (!why) return true; /* held back from writes while not judged */
-  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
-  zkw_scope_format(&id->rec_trees, trees, sizeof trees);
+  char trees[ZKW_TREESET_TREES_MAX * ZKW_TREESET_PATH_MAX];
+  zkw_treeset_format(&id->rec_trees, trees, sizeof trees);
   zkw_log(id->rec_trees_warned ? ZKW_LOG_INFO : ZKW_LOG_WARN,
           "identity %s: the trees %s read from registry record %s are not swept: the record is not trusted "
           "(%s), so anyone could have written them. The lock report shows them, marked untrusted; the trees "

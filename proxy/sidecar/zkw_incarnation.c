@@ -1,10 +1,10 @@
-/* zkw_identity.c: where an incarnation begins and ends, seen from the
+/* zkw_incarnation.c: where an incarnation begins and ends, seen from the
  * sessions: the sidecar's session hooks (a re-attach, the request that acts
  * as the JobManager, a closing connection), sessions adopted once the
  * identity is owned, the registry session's events, start and stop. The
  * registry itself is zkw_registry.c (and zkw_regacl.c), the fences and
  * orphans zkw_fencing.c; this file is above both. */
-#include "zkw_identity.h"
+#include "zkw_incarnation.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -12,9 +12,11 @@
 #include <uuid/uuid.h>
 
 #include "zkw_fault.h"
+#include "zkw_fencing.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_pair.h"
+#include "zkw_registry.h"
 #include "zkw_session.h"
 #include "zkw_journal.h"
 
@@ -33,7 +35,7 @@ static void record_loaded(struct zkw_identity *id) {
 
 /* ---- session hooks: where an incarnation begins ---- */
 
-int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
+int zkw_incarnation_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled || req->session_id == 0) return ZKW_FORWARD;
   if (zkw_fencing_reattach(id, s, req)) {
@@ -55,7 +57,7 @@ int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_conn
   return ZKW_FORWARD;
 }
 
-void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
+void zkw_incarnation_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled) return;
   zkw_fencing_reattached(id, s, resp->timeout > 0 && resp->session_id != 0);
@@ -64,7 +66,7 @@ void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_co
     zkw_sc(s)->incarnation = id->rec.incarnation; /* the current incarnation re-attached */
 }
 
-bool zkw_identity_on_jm_request(struct zkw_session *s) {
+bool zkw_incarnation_on_jm_request(struct zkw_session *s) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled) return false;
   zkw_sc(s)->acts_as_jm = true;
@@ -77,7 +79,7 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
       return false;
     }
     if (id->rec.session != 0 && id->rec.dead < id->rec.incarnation &&
-        zkw_registry_attached(id, id->rec.session)) {
+        zkw_identity_attached(id, id->rec.session)) {
       /* The current incarnation's session is still attached: a hung
        * JobManager and its replacement. But if a client we superseded came
        * back alive just now, this is that client's new session: two live
@@ -123,7 +125,7 @@ bool zkw_identity_on_jm_request(struct zkw_session *s) {
   return zkw_sc(s)->hold_jm;
 }
 
-void zkw_identity_on_session_closed(struct zkw_session *s) {
+void zkw_incarnation_on_session_closed(struct zkw_session *s) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled) return;
   /* Leave the lists (a write in flight keeps its reference until it ends).
@@ -254,7 +256,7 @@ static void open_registry(uv_timer_t *t) {
   if (!id->stopping) uv_timer_start(&id->claim_timer, open_registry, id->open_retry_ms, 0);
 }
 
-int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
+int zkw_incarnation_start(struct zkw_identity *id, struct zkw_server *srv) {
   const struct zkw_config *cfg = srv->cfg;
   memset(id, 0, sizeof *id);
   id->srv = srv;
@@ -299,7 +301,7 @@ int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) {
   return 0;
 }
 
-void zkw_identity_stop(struct zkw_identity *id) {
+void zkw_incarnation_stop(struct zkw_identity *id) {
   if (id->stopping || id->disabled) return;
   id->stopping = true;
   zkw_registry_release_waiting(id);
@@ -314,7 +316,7 @@ void zkw_identity_stop(struct zkw_identity *id) {
   if (id->zk) zkw_zk_close_handle(id->zk);
 }
 
-void zkw_identity_finish(struct zkw_identity *id) {
+void zkw_incarnation_finish(struct zkw_identity *id) {
   if (id->zk) zkw_zk_close(id->zk);
   id->zk = NULL;
   memset(&id->rec, 0, sizeof id->rec);

@@ -1,9 +1,9 @@
-/* zkw_identity.h: this sidecar's JobManager identity, its registry record,
+/* zkw_incarnation.h: this sidecar's JobManager identity, its registry record,
  * incarnations, fencing and orphaned sessions (docs/how-it-works.md:
  * Identities, tags and reclaim; The registry). What other modules include;
- * the state is zkw_idstate.h, the registry zkw_registry.h (and
+ * the state is zkw_identity.h, the registry zkw_registry.h (and
  * zkw_regacl.h), fences and orphans zkw_fencing.h, the session hooks and
- * start/stop here (zkw_identity.c).
+ * start/stop here (zkw_incarnation.c).
  *
  * The registry lives in ZooKeeper under ZKWARDEN_REGISTRY_ROOT:
  *   <root>/identities/<identity>        the record (zkw_record.h), persistent
@@ -21,35 +21,34 @@
  * (bounded by ZKWARDEN_FENCE_TIMEOUT_MS, then retried in the background) and
  * the new session is recorded, then forwarded. Every other session is a
  * plain client: never fenced, never fencing. */
-#ifndef ZKW_IDENTITY_H
-#define ZKW_IDENTITY_H
+#ifndef ZKW_INCARNATION_H
+#define ZKW_INCARNATION_H
 
-#include "zkw_fencing.h"
-#include "zkw_registry.h"
+#include "zkw_identity.h"
 
 /* Starts the registry session and the claim. Returns 0 or an error (logged;
  * the proxy then relays without identity features). */
-int zkw_identity_start(struct zkw_identity *id, struct zkw_server *srv) __attribute__((warn_unused_result));
-/* Stops timers and handles (the loop can end); zkw_identity_finish after
+int zkw_incarnation_start(struct zkw_identity *id, struct zkw_server *srv) __attribute__((warn_unused_result));
+/* Stops timers and handles (the loop can end); zkw_incarnation_finish after
  * the loop closes the registry session, which removes the owner node. */
-void zkw_identity_stop(struct zkw_identity *id);
-void zkw_identity_finish(struct zkw_identity *id);
+void zkw_incarnation_stop(struct zkw_identity *id);
+void zkw_incarnation_finish(struct zkw_identity *id);
 
 /* Session hooks, all on the loop thread. */
 /* A valid ConnectRequest arrived: a re-attach cancels the session's orphan
  * fence, and a superseded session re-attaching is noted (two live
  * JobManagers on one sidecar). */
-int zkw_identity_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req);
+int zkw_incarnation_on_connect_request(struct zkw_session *s, const struct zkw_connect_req *req);
 /* The server answered the ConnectRequest: the recorded session re-attached
  * is the current incarnation again. */
-void zkw_identity_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp);
+void zkw_incarnation_on_connect_response(struct zkw_session *s, const struct zkw_connect_resp *resp);
 /* The session sent its first request that acts as the JobManager
  * (zkw_acts_as_jobmanager): its incarnation begins. Returns true if the
  * request must be held (hold_jm) while the previous incarnation is fenced
  * and this one recorded; zkw_session_resume follows. False: forward it now
  * (tagged if its incarnation was set, as a plain client otherwise). */
-bool zkw_identity_on_jm_request(struct zkw_session *s);
+bool zkw_incarnation_on_jm_request(struct zkw_session *s);
 /* The session's client connection is closing. */
-void zkw_identity_on_session_closed(struct zkw_session *s);
+void zkw_incarnation_on_session_closed(struct zkw_session *s);
 
 #endif

@@ -38,8 +38,8 @@ void zkw_fencing_latch_gone(struct zkw_identity *id, uint64_t ms);
 
 /* Observe mode: the request that began the session's incarnation created
  * `path` (its leader latch, usually). */
-void zkw_identity_on_jm_created(struct zkw_session *s, struct zkw_bytes path);
+void zkw_fencing_on_jm_created(struct zkw_session *s, struct zkw_bytes path);
 /* Observe mode: a fence of this session would have been done. */
-bool zkw_identity_would_have_fenced(const struct zkw_identity *id, int64_t session);
+bool zkw_fencing_would_have_fenced(const struct zkw_identity *id, int64_t session);
 
 #endif

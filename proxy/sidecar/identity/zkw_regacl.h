@@ -3,7 +3,7 @@
 #ifndef ZKW_REGACL_H
 #define ZKW_REGACL_H
 
-#include "zkw_idstate.h"
+#include "zkw_identity.h"
 
 /* One pass over the registry root, identities, the identity's record and
  * owner node: with ZKWARDEN_REGISTRY_AUTH each is made zkwarden-only if

@@ -24,7 +24,7 @@
 #include <time.h>
 
 #include "zkw_history.h"
-#include "zkw_identity.h"
+#include "zkw_registry.h"
 #include "zkw_inband.h"
 #include "zkw_lockcheck.h"
 #include "zkw_lockrule.h"

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "zkw_fencing.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 #include "zkw_session.h"
@@ -90,7 +91,7 @@ void zkw_lockcheck_would_delete(struct zkw_identity *id, enum zkw_history_kind k
   if (c->zombie) kind = ZKW_HISTORY_ZOMBIE; /* as sidecar mode records it */
   snprintf(reason, sizeof reason, "%s; %s%s",
            c->zombie ? "zombie: its owner session ended" : "stale lock of a superseded incarnation", cost,
-           zkw_identity_would_have_fenced(id, c->owner) ? " (the would-fence of its session removes it)"
+           zkw_fencing_would_have_fenced(id, c->owner) ? " (the would-fence of its session removes it)"
                                                         : "");
   zkw_history_would(&(struct zkw_action){kind, c->path, c->version, reason, c->owner,
                                          c->tagged ? c->tag.identity : NULL,

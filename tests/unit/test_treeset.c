@@ -1,19 +1,19 @@
-/* test_scope.c: an identity's own trees (zkw_scope.c) and their place in the
+/* test_treeset.c: an identity's own trees (zkw_treeset.c) and their place in the
  * registry record (zkw_record.c): what the JobManager's creates teach,
  * merging into a cluster's tree and never above it, the bound; the record's
  * tree lines and the aging of its dead sessions (issue 30; issue 29 item
- * 10); which trees are the own ones at each moment (zkw_idtrees.c): a
+ * 10); which trees are the own ones at each moment (zkw_owntrees.c): a
  * record's only while it is trusted, the current incarnation's before
  * earlier ones, which retire, the operator's first (issue 30 review); the
  * verdict on a registry node's ACL (zkw_regtrust.c, issue 35). */
 #include <string.h>
 
 #include "zkw_config.h"
-#include "zkw_idstate.h"
-#include "zkw_idtrees.h"
+#include "zkw_identity.h"
+#include "zkw_owntrees.h"
 #include "zkw_record.h"
 #include "zkw_regtrust.h"
-#include "zkw_scope.h"
+#include "zkw_treeset.h"
 #include "zkw_test.h"
 
 static struct zkw_bytes B(const char *s) {
@@ -30,85 +30,85 @@ roots_of(const char *list) {
 
 static void test_a_flink_cluster_is_one_tree(void) {
   struct zkw_lock_roots roots = roots_of("/flink");
-  struct zkw_scope sc = {0};
+  struct zkw_treeset sc = {0};
   /* The latch alone: its parent. */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/leader/latch/_c_x-latch-0000000001")),
-            ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/c1/leader/latch/_c_x-latch-0000000001")),
+            ZKW_TREESET_CHANGED);
   ASSERT_EQ(sc.count, 1);
   ASSERT_STREQ(sc.tree[0], "/flink/c1/leader/latch");
   /* A leader node and a lock: the cluster's tree, and nothing above it. */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/leader/dispatcher/connection_info")),
-            ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/c1/leader/dispatcher/connection_info")),
+            ZKW_TREESET_CHANGED);
   ASSERT_STREQ(sc.tree[0], "/flink/c1/leader");
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/jobs/j/checkpoints/0000000000000000001/locks/u")),
-            ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/c1/jobs/j/checkpoints/0000000000000000001/locks/u")),
+            ZKW_TREESET_CHANGED);
   ASSERT_EQ(sc.count, 1);
   ASSERT_STREQ(sc.tree[0], "/flink/c1");
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c1/jobgraphs/j/locks/u")), ZKW_SCOPE_SAME);
-  ASSERT_TRUE(zkw_scope_covers(&sc, "/flink/c1/jobgraphs/j", 21));
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/c1/jobgraphs/j/locks/u")), ZKW_TREESET_SAME);
+  ASSERT_TRUE(zkw_treeset_covers(&sc, "/flink/c1/jobgraphs/j", 21));
   /* A prefix of a name is not an ancestor. */
-  ASSERT_TRUE(!zkw_scope_covers(&sc, "/flink/c10", 10));
+  ASSERT_TRUE(!zkw_treeset_covers(&sc, "/flink/c10", 10));
   /* Another cluster under the same root: a tree of its own, never /flink. */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/c2/leader/latch/_c_y-latch-0000000001")),
-            ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/c2/leader/latch/_c_y-latch-0000000001")),
+            ZKW_TREESET_CHANGED);
   ASSERT_EQ(sc.count, 2);
-  ASSERT_TRUE(!zkw_scope_covers(&sc, "/flink", 6));
+  ASSERT_TRUE(!zkw_treeset_covers(&sc, "/flink", 6));
   /* A nested path.root: the cluster below it, not its siblings. */
-  struct zkw_scope nested = {0};
-  ASSERT_EQ(zkw_scope_learn(&nested, &roots, B("/flink/prod/c7/leader/latch/_c_z-latch-1")),
-            ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_scope_learn(&nested, &roots, B("/flink/prod/c7/jobs/j/locks/u")), ZKW_SCOPE_CHANGED);
+  struct zkw_treeset nested = {0};
+  ASSERT_EQ(zkw_treeset_learn(&nested, &roots, B("/flink/prod/c7/leader/latch/_c_z-latch-1")),
+            ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_treeset_learn(&nested, &roots, B("/flink/prod/c7/jobs/j/locks/u")), ZKW_TREESET_CHANGED);
   ASSERT_STREQ(nested.tree[0], "/flink/prod/c7");
 }
 
 static void test_what_is_not_learned(void) {
   struct zkw_lock_roots roots = roots_of("/flink,/other/root");
-  struct zkw_scope sc = {0};
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/elsewhere/x/y")), ZKW_SCOPE_REFUSED); /* outside the roots */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/latch-1")), ZKW_SCOPE_REFUSED); /* its parent is a root */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flinkx/a/b")), ZKW_SCOPE_REFUSED);
+  struct zkw_treeset sc = {0};
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/elsewhere/x/y")), ZKW_TREESET_REFUSED); /* outside the roots */
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/latch-1")), ZKW_TREESET_REFUSED); /* its parent is a root */
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flinkx/a/b")), ZKW_TREESET_REFUSED);
   ASSERT_EQ(sc.count, 0);
   /* Under the deeper root of two. */
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/other/root/c/x")), ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/other/root/d/x")), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/other/root/c/x")), ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/other/root/d/x")), ZKW_TREESET_CHANGED);
   ASSERT_EQ(sc.count, 2); /* /other/root/c and /d: their common ancestor is the root */
   /* Operator's trees: only below a root; a wider one replaces those below it. */
-  ASSERT_EQ(zkw_scope_add(&sc, &roots, "/flink"), ZKW_SCOPE_REFUSED);
-  ASSERT_EQ(zkw_scope_add(&sc, &roots, "/nowhere/x"), ZKW_SCOPE_REFUSED);
-  ASSERT_EQ(zkw_scope_add(&sc, &roots, "/other/root/c/x"), ZKW_SCOPE_SAME);
-  struct zkw_scope two = {0};
-  ASSERT_EQ(zkw_scope_learn(&two, &roots, B("/flink/a/b/c/x")), ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_scope_add(&two, &roots, "/flink/a"), ZKW_SCOPE_CHANGED);
+  ASSERT_EQ(zkw_treeset_add(&sc, &roots, "/flink"), ZKW_TREESET_REFUSED);
+  ASSERT_EQ(zkw_treeset_add(&sc, &roots, "/nowhere/x"), ZKW_TREESET_REFUSED);
+  ASSERT_EQ(zkw_treeset_add(&sc, &roots, "/other/root/c/x"), ZKW_TREESET_SAME);
+  struct zkw_treeset two = {0};
+  ASSERT_EQ(zkw_treeset_learn(&two, &roots, B("/flink/a/b/c/x")), ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_treeset_add(&two, &roots, "/flink/a"), ZKW_TREESET_CHANGED);
   ASSERT_EQ(two.count, 1);
   ASSERT_STREQ(two.tree[0], "/flink/a");
 }
 
 static void test_bounded(void) {
   struct zkw_lock_roots roots = roots_of("/flink");
-  struct zkw_scope sc = {0};
+  struct zkw_treeset sc = {0};
   char path[64];
-  for (int i = 0; i < ZKW_SCOPE_LEARNED_MAX; i++) {
+  for (int i = 0; i < ZKW_TREESET_LEARNED_MAX; i++) {
     snprintf(path, sizeof path, "/flink/c%d/x", i);
-    ASSERT_EQ(zkw_scope_learn(&sc, &roots, B(path)), ZKW_SCOPE_CHANGED);
+    ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B(path)), ZKW_TREESET_CHANGED);
   }
-  ASSERT_EQ(zkw_scope_learn(&sc, &roots, B("/flink/one-too-many/x")), ZKW_SCOPE_FULL);
-  ASSERT_EQ(sc.count, ZKW_SCOPE_LEARNED_MAX);
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/one-too-many/x")), ZKW_TREESET_FULL);
+  ASSERT_EQ(sc.count, ZKW_TREESET_LEARNED_MAX);
   /* A path of 256 bytes or more is no tree. */
   char longp[300];
   memset(longp, 'a', sizeof longp);
   memcpy(longp, "/flink/", 7);
   longp[290] = '/';
   longp[299] = 0;
-  struct zkw_scope other = {0};
-  ASSERT_EQ(zkw_scope_learn(&other, &roots, B(longp)), ZKW_SCOPE_REFUSED);
+  struct zkw_treeset other = {0};
+  ASSERT_EQ(zkw_treeset_learn(&other, &roots, B(longp)), ZKW_TREESET_REFUSED);
 }
 
 static void test_record_keeps_the_trees(void) {
   struct zkw_record r = {.incarnation = 2, .session = 0x10, .timeout = 20000, .dead = 1};
   snprintf(r.instance, sizeof r.instance, "x");
   struct zkw_lock_roots roots = roots_of("/flink");
-  ASSERT_EQ(zkw_scope_add(&r.trees, &roots, "/flink/c1"), ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_scope_add(&r.trees, &roots, "/flink/c,2"), ZKW_SCOPE_CHANGED); /* commas are fine */
+  ASSERT_EQ(zkw_treeset_add(&r.trees, &roots, "/flink/c1"), ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_treeset_add(&r.trees, &roots, "/flink/c,2"), ZKW_TREESET_CHANGED); /* commas are fine */
   char text[ZKW_RECORD_TEXT_MAX];
   int n = zkw_record_format(&r, text, sizeof text);
   ASSERT_TRUE(n > 0);
@@ -118,13 +118,13 @@ static void test_record_keeps_the_trees(void) {
   ASSERT_EQ(back.trees.count, 2);
   ASSERT_STREQ(back.trees.tree[1], "/flink/c,2");
   /* Every tree fits in the record text. */
-  for (int i = back.trees.count; i < ZKW_SCOPE_TREES_MAX; i++) {
-    char t[ZKW_SCOPE_PATH_MAX]; /* /flink/<digit>xxx...: the longest a tree may be */
+  for (int i = back.trees.count; i < ZKW_TREESET_TREES_MAX; i++) {
+    char t[ZKW_TREESET_PATH_MAX]; /* /flink/<digit>xxx...: the longest a tree may be */
     memset(t, 'x', sizeof t);
     memcpy(t, "/flink/", 7);
     t[7] = (char)('0' + i);
     t[sizeof t - 1] = 0;
-    ASSERT_EQ(zkw_scope_add(&back.trees, &roots, t), ZKW_SCOPE_CHANGED);
+    ASSERT_EQ(zkw_treeset_add(&back.trees, &roots, t), ZKW_TREESET_CHANGED);
   }
   ASSERT_TRUE(zkw_record_format(&back, text, sizeof text) > 0);
   /* Lines it cannot take are ignored, not a corrupt record. */
@@ -157,7 +157,7 @@ static void test_dead_sessions_age_out(void) {
   ASSERT_TRUE(!back.dead_sessions[0].observed);
 }
 
-/* ---- zkw_idtrees.c: a fake identity (no registry, no loop) ---- */
+/* ---- zkw_owntrees.c: a fake identity (no registry, no loop) ---- */
 
 static struct zkw_config icfg;
 static struct zkw_server isrv;
@@ -172,7 +172,7 @@ static void fresh_identity(struct zkw_identity *id, const char *sweep_trees) {
   id->srv = &isrv;
 }
 
-static bool has(const struct zkw_scope *sc, const char *tree) {
+static bool has(const struct zkw_treeset *sc, const char *tree) {
   for (int i = 0; i < sc->count; i++)
     if (strcmp(sc->tree[i], tree) == 0) return true;
   return false;
@@ -186,40 +186,40 @@ static void test_record_trees_only_while_trusted(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
   snprintf(icfg.registry_auth, sizeof icfg.registry_auth, "zkw:pw");
-  struct zkw_scope rec = {0}, own;
-  ASSERT_EQ(zkw_scope_add(&rec, &icfg.lock_roots, "/flink/other-cluster"), ZKW_SCOPE_CHANGED);
+  struct zkw_treeset rec = {0}, own;
+  ASSERT_EQ(zkw_treeset_add(&rec, &icfg.lock_roots, "/flink/other-cluster"), ZKW_TREESET_CHANGED);
   id.record_trust = ZKW_TRUST_PENDING;         /* read, not judged yet */
-  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec)); /* the record holds what this instance writes */
-  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_TRUE(!zkw_owntrees_loaded(&id, &rec)); /* the record holds what this instance writes */
+  ASSERT_EQ(zkw_owntrees_of(&id, &own), 0);
   ASSERT_EQ(own.count, 0);
-  zkw_idtrees_for_record(&id, &own);
+  zkw_owntrees_for_record(&id, &own);
   ASSERT_EQ(own.count, 0); /* nor written meanwhile */
-  zkw_identity_untrusted_trees(&id, &own);
+  zkw_owntrees_untrusted(&id, &own);
   ASSERT_TRUE(has(&own, "/flink/other-cluster")); /* the lock report shows it, marked */
   id.record_trust = ZKW_TRUST_TRUSTED;
-  ASSERT_TRUE(zkw_idtrees_judged(&id, NULL)); /* held back until now: written */
-  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_TRUE(zkw_owntrees_judged(&id, NULL)); /* held back until now: written */
+  (void)zkw_owntrees_of(&id, &own);
   ASSERT_TRUE(has(&own, "/flink/other-cluster"));
-  zkw_identity_untrusted_trees(&id, &own);
+  zkw_owntrees_untrusted(&id, &own);
   ASSERT_EQ(own.count, 0);
   /* Loaded again, and judged not trusted (another principal may write it). */
-  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec));
+  ASSERT_TRUE(!zkw_owntrees_loaded(&id, &rec));
   id.record_trust = ZKW_TRUST_UNTRUSTED;
-  ASSERT_TRUE(zkw_idtrees_judged(&id, "ip:0.0.0.0/0 may change it")); /* a write drops it */
+  ASSERT_TRUE(zkw_owntrees_judged(&id, "ip:0.0.0.0/0 may change it")); /* a write drops it */
   ASSERT_TRUE(id.rec_trees_warned);
-  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(zkw_owntrees_of(&id, &own), 0);
   ASSERT_EQ(own.count, 0);
-  zkw_idtrees_for_record(&id, &own);
+  zkw_owntrees_for_record(&id, &own);
   ASSERT_EQ(own.count, 0);
-  zkw_identity_untrusted_trees(&id, &own);
+  zkw_owntrees_untrusted(&id, &own);
   ASSERT_TRUE(has(&own, "/flink/other-cluster"));
   /* Without credentials nothing read is trusted: carried on for the lock
    * report (no write is due), never swept. */
   icfg.registry_auth[0] = 0;
-  ASSERT_TRUE(!zkw_idtrees_judged(&id, ZKW_REGTRUST_NO_AUTH));
-  zkw_idtrees_for_record(&id, &own);
+  ASSERT_TRUE(!zkw_owntrees_judged(&id, ZKW_REGTRUST_NO_AUTH));
+  zkw_owntrees_for_record(&id, &own);
   ASSERT_TRUE(has(&own, "/flink/other-cluster"));
-  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(zkw_owntrees_of(&id, &own), 0);
   ASSERT_EQ(own.count, 0);
 }
 
@@ -228,33 +228,33 @@ static void test_record_trees_only_while_trusted(void) {
 static void test_current_incarnation_replaces_earlier_trees(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
-  struct zkw_scope own;
-  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/old/leader/latch/_c_a-latch-1")), ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/old/jobs/j/locks/u")), ZKW_SCOPE_CHANGED);
+  struct zkw_treeset own;
+  ASSERT_EQ(zkw_owntrees_learn(&id, 1, B("/flink/old/leader/latch/_c_a-latch-1")), ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_owntrees_learn(&id, 1, B("/flink/old/jobs/j/locks/u")), ZKW_TREESET_CHANGED);
   ASSERT_STREQ(id.scope.tree[0], "/flink/old");
   /* Incarnation 2 walks before it learned anything: nothing retires. */
-  (void)zkw_identity_own_trees(&id, &own);
-  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &own), 0);
-  ASSERT_EQ(zkw_idtrees_learn(&id, 2, B("/flink/new/leader/latch/_c_b-latch-1")), ZKW_SCOPE_CHANGED);
+  (void)zkw_owntrees_of(&id, &own);
+  ASSERT_EQ(zkw_owntrees_walked(&id, 2, &own), 0);
+  ASSERT_EQ(zkw_owntrees_learn(&id, 2, B("/flink/new/leader/latch/_c_b-latch-1")), ZKW_TREESET_CHANGED);
   ASSERT_EQ(id.scope.count, 1);
   ASSERT_STREQ(id.scope.tree[0], "/flink/new/leader/latch");
-  (void)zkw_identity_own_trees(&id, &own);
+  (void)zkw_owntrees_of(&id, &own);
   ASSERT_EQ(own.count, 2);
   ASSERT_STREQ(own.tree[0], "/flink/new/leader/latch"); /* the current incarnation's first */
   ASSERT_TRUE(has(&own, "/flink/old"));
   /* A walk of the new tree alone retires nothing; one of both, the old. */
-  struct zkw_scope part = {0};
-  ASSERT_EQ(zkw_scope_add(&part, &icfg.lock_roots, "/flink/new/leader/latch"), ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &part), 0);
-  ASSERT_EQ(zkw_idtrees_walked(&id, 1, &own), 0); /* not the incarnation that learned */
-  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &own), 1);
-  (void)zkw_identity_own_trees(&id, &own);
+  struct zkw_treeset part = {0};
+  ASSERT_EQ(zkw_treeset_add(&part, &icfg.lock_roots, "/flink/new/leader/latch"), ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_owntrees_walked(&id, 2, &part), 0);
+  ASSERT_EQ(zkw_owntrees_walked(&id, 1, &own), 0); /* not the incarnation that learned */
+  ASSERT_EQ(zkw_owntrees_walked(&id, 2, &own), 1);
+  (void)zkw_owntrees_of(&id, &own);
   ASSERT_EQ(own.count, 1);
-  zkw_idtrees_for_record(&id, &own);
+  zkw_owntrees_for_record(&id, &own);
   ASSERT_EQ(own.count, 1);
   ASSERT_STREQ(own.tree[0], "/flink/new/leader/latch");
   /* A restarted sidecar reads its record back: nothing new, nothing due. */
-  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &own));
+  ASSERT_TRUE(!zkw_owntrees_loaded(&id, &own));
   ASSERT_EQ(id.rec_trees.count, 0);
 }
 
@@ -263,26 +263,26 @@ static void test_old_trees_never_crowd_out_the_current_one(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
   id.record_trust = ZKW_TRUST_TRUSTED;
-  struct zkw_scope rec = {0}, own;
+  struct zkw_treeset rec = {0}, own;
   char t[64];
-  for (int i = 0; i < ZKW_SCOPE_TREES_MAX; i++) {
+  for (int i = 0; i < ZKW_TREESET_TREES_MAX; i++) {
     snprintf(t, sizeof t, "/flink/gone-%d", i);
-    ASSERT_EQ(zkw_scope_add(&rec, &icfg.lock_roots, t), ZKW_SCOPE_CHANGED);
+    ASSERT_EQ(zkw_treeset_add(&rec, &icfg.lock_roots, t), ZKW_TREESET_CHANGED);
   }
-  ASSERT_TRUE(!zkw_idtrees_loaded(&id, &rec));
-  ASSERT_EQ(zkw_idtrees_learn(&id, 9, B("/flink/real/leader/latch/_c_c-latch-1")), ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 1); /* one old tree has no room */
+  ASSERT_TRUE(!zkw_owntrees_loaded(&id, &rec));
+  ASSERT_EQ(zkw_owntrees_learn(&id, 9, B("/flink/real/leader/latch/_c_c-latch-1")), ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_owntrees_of(&id, &own), 1); /* one old tree has no room */
   ASSERT_STREQ(own.tree[0], "/flink/real/leader/latch");
   /* A complete pass retires the old ones it read; the one without room
    * was not read: it stays, and the next complete pass reads it (issue 35,
    * item 3: before, it was retired unread). */
-  ASSERT_EQ(zkw_idtrees_walked(&id, 9, &own), ZKW_SCOPE_TREES_MAX - 1);
-  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(zkw_owntrees_walked(&id, 9, &own), ZKW_TREESET_TREES_MAX - 1);
+  ASSERT_EQ(zkw_owntrees_of(&id, &own), 0);
   ASSERT_EQ(own.count, 2);
-  ASSERT_EQ(zkw_idtrees_walked(&id, 9, &own), 1);
-  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
+  ASSERT_EQ(zkw_owntrees_walked(&id, 9, &own), 1);
+  ASSERT_EQ(zkw_owntrees_of(&id, &own), 0);
   ASSERT_EQ(own.count, 1);
-  ASSERT_TRUE(zkw_idtrees_loaded(&id, &rec)); /* the old record is due a write */
+  ASSERT_TRUE(zkw_owntrees_loaded(&id, &rec)); /* the old record is due a write */
 }
 
 /* Item 2: past the learned bound, naming the tree left out makes it read. */
@@ -290,21 +290,21 @@ static void test_operator_trees_make_room(void) {
   struct zkw_identity id;
   fresh_identity(&id, NULL);
   char p[64];
-  for (int i = 0; i < ZKW_SCOPE_LEARNED_MAX; i++) {
+  for (int i = 0; i < ZKW_TREESET_LEARNED_MAX; i++) {
     snprintf(p, sizeof p, "/flink/c%d/x", i);
-    ASSERT_EQ(zkw_idtrees_learn(&id, 1, B(p)), ZKW_SCOPE_CHANGED);
+    ASSERT_EQ(zkw_owntrees_learn(&id, 1, B(p)), ZKW_TREESET_CHANGED);
   }
-  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/ninth/x")), ZKW_SCOPE_FULL);
+  ASSERT_EQ(zkw_owntrees_learn(&id, 1, B("/flink/ninth/x")), ZKW_TREESET_FULL);
   /* The operator names it (the sidecar restarts with it). */
-  struct zkw_scope own;
+  struct zkw_treeset own;
   fresh_identity(&id, "/flink/ninth");
-  for (int i = 0; i < ZKW_SCOPE_LEARNED_MAX; i++) {
+  for (int i = 0; i < ZKW_TREESET_LEARNED_MAX; i++) {
     snprintf(p, sizeof p, "/flink/c%d/x", i);
-    ASSERT_EQ(zkw_idtrees_learn(&id, 2, B(p)), ZKW_SCOPE_CHANGED);
+    ASSERT_EQ(zkw_owntrees_learn(&id, 2, B(p)), ZKW_TREESET_CHANGED);
   }
-  ASSERT_EQ(zkw_idtrees_learn(&id, 2, B("/flink/ninth/x")), ZKW_SCOPE_SAME); /* covered: no room taken */
-  ASSERT_EQ(zkw_identity_own_trees(&id, &own), 0);
-  ASSERT_EQ(own.count, ZKW_SCOPE_LEARNED_MAX + 1);
+  ASSERT_EQ(zkw_owntrees_learn(&id, 2, B("/flink/ninth/x")), ZKW_TREESET_SAME); /* covered: no room taken */
+  ASSERT_EQ(zkw_owntrees_of(&id, &own), 0);
+  ASSERT_EQ(own.count, ZKW_TREESET_LEARNED_MAX + 1);
   ASSERT_STREQ(own.tree[0], "/flink/ninth");
   ASSERT_TRUE(has(&own, "/flink/c7"));
 }
@@ -315,13 +315,13 @@ static void test_operator_trees_make_room(void) {
 static void test_operator_tree_begins_the_incarnation(void) {
   struct zkw_identity id;
   fresh_identity(&id, "/flink/new");
-  struct zkw_scope own;
-  ASSERT_EQ(zkw_idtrees_learn(&id, 1, B("/flink/old/leader/latch/_c_a-latch-1")), ZKW_SCOPE_CHANGED);
-  ASSERT_EQ(zkw_idtrees_learn(&id, 2, B("/flink/new/leader/latch/_c_b-latch-1")), ZKW_SCOPE_SAME);
-  (void)zkw_identity_own_trees(&id, &own);
+  struct zkw_treeset own;
+  ASSERT_EQ(zkw_owntrees_learn(&id, 1, B("/flink/old/leader/latch/_c_a-latch-1")), ZKW_TREESET_CHANGED);
+  ASSERT_EQ(zkw_owntrees_learn(&id, 2, B("/flink/new/leader/latch/_c_b-latch-1")), ZKW_TREESET_SAME);
+  (void)zkw_owntrees_of(&id, &own);
   ASSERT_TRUE(has(&own, "/flink/new") && has(&own, "/flink/old/leader/latch"));
-  ASSERT_EQ(zkw_idtrees_walked(&id, 2, &own), 1);
-  (void)zkw_identity_own_trees(&id, &own);
+  ASSERT_EQ(zkw_owntrees_walked(&id, 2, &own), 1);
+  (void)zkw_owntrees_of(&id, &own);
   ASSERT_EQ(own.count, 1);
   ASSERT_STREQ(own.tree[0], "/flink/new");
 }

@@ -1,22 +1,24 @@
-/* zkw_idstate.h: the state of this sidecar's JobManager identity (struct
+/* zkw_identity.h: the state of this sidecar's JobManager identity (struct
  * zkw_identity) and the sidecar's block of each session (struct
  * zkw_sc_session), with no functions of its own. The identity's files share
  * it: zkw_registry.c and zkw_regacl.c (the registry), zkw_fencing.c (fences
- * and orphans), zkw_identity.c (the session hooks); it is a header of its
+ * and orphans), zkw_incarnation.c (the session hooks); it is a header of its
  * own so that none of them has to include another's to see the struct. */
-#ifndef ZKW_IDSTATE_H
-#define ZKW_IDSTATE_H
+#ifndef ZKW_IDENTITY_H
+#define ZKW_IDENTITY_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <uv.h>
 
 #include "zkw_codec.h"
-#include "zkw_fence.h"
+#include "zkw_fenceconn.h"
 #include "zkw_record.h"
 #include "zkw_regtrust.h"
 #include "zkw_relay.h"
-#include "zkw_scope.h"
+#include "zkw_treeset.h"
 #include "zkw_server.h"
 #include "zkw_zk.h"
 
@@ -69,9 +71,81 @@ static inline const struct zkw_sc_session *zkw_sc_c(const struct zkw_session *s)
   return (const struct zkw_sc_session *)zkw_session_policy_c(s);
 }
 
+/* What the sweep (cleanup/zkw_sweep.c) keeps between its passes. */
+struct zkw_sweep_pass; /* one pass, the sweep's own */
+#define ZKW_SWEEP_BURST_SLOTS 5 /* the JobManager's requests are counted per 100 ms, the last 500 ms */
+
+/* A node to read: getData (a lock, or a node the watch kept) or
+ * getChildren2 (a node to list). */
+struct zkw_sweep_item {
+  char *path;
+  bool read;
+};
+
+/* A list of items (a pass's stack, what it reads again). */
+struct zkw_sweep_items {
+  struct zkw_sweep_item *v;
+  size_t n, cap;
+};
+
+/* What decides whether a pass may read only what changed: it must see the
+ * same incarnation, session, trees and dead sessions as the last walk. */
+struct zkw_sweep_basis {
+  uint64_t incarnation;
+  int64_t session;
+  struct zkw_treeset trees;
+  int ndead;
+  int64_t dead[ZKW_RECORD_DEAD_MAX];
+  bool proven[ZKW_RECORD_DEAD_MAX];
+};
+
+struct zkw_sweeper {
+  struct zkw_sweep_pass *current;
+  uint64_t jm_request_ms;                /* the JobManager's last request (monotonic) */
+  uint32_t burst[ZKW_SWEEP_BURST_SLOTS]; /* its requests per slot, the last SWEEP_QUIET_MS */
+  uint64_t burst_slot;                   /* the slot of jm_request_ms */
+  uint64_t first_since;                  /* a new incarnation's first pass waits since then; 0: none waits */
+  bool began;                            /* a pass was asked for in this process */
+  /* The walk begun last, with walked_basis, read every tree: each node it
+   * did not read is in left (past the bound, or to read again). */
+  bool walked;
+  struct zkw_sweep_basis walked_basis;
+  struct zkw_sweep_items left; /* what the last pass left to the next (with left_basis): read first */
+  struct zkw_sweep_basis left_basis;
+};
+
+/* What the sweep's watch (cleanup/zkw_sweepwatch.c) knows: where it is set,
+ * what changed below it since the last pass, and which servers take it. */
+struct zkw_sweepwatch_kept; /* one path kept, the watch's own */
+struct zkw_sweepwatch {
+  uint64_t conn;    /* the connection the watch is set on (0: none) */
+  uint64_t move_t0; /* its last move then: a move drops the watch */
+  struct zkw_treeset asked, armed;
+  unsigned gen;  /* bumped when the watch is dropped: late replies are ignored */
+  bool spoiled;  /* something may have been missed since it was set */
+  bool overflow; /* more than ZKW_SWEEPWATCH_MAX paths: forgotten */
+  struct zkw_sweepwatch_kept **bucket;
+  uint32_t nbuckets;
+  size_t count;
+  uint32_t refused; /* bit i: server i answered addWatch with UNIMPLEMENTED */
+  /* The server of the JobManager's connection (zkw_sweepwatch_arm's s):
+   * the connection (conn, move_t0), its server's address as connected, and
+   * that server's version, from a `srvr` asked after `since`, so from the
+   * very server process that holds the connection. */
+  struct {
+    uint64_t conn, move_t0;
+    uint64_t gen; /* numbers the connections asked about: an answer names its own */
+    uint32_t idx;
+    struct sockaddr_storage addr;
+    uint64_t since_ms, asked_ms; /* noted then (the connection was up); last asked then */
+    int verdict;
+  } server;
+  void (*ask)(void); /* the probe's loop, asked to ask at once */
+};
+
 struct zkw_identity {
   struct zkw_server *srv;
-  /* The record is loaded (zkw_registry.c): zkw_identity.c fences for a
+  /* The record is loaded (zkw_registry.c): zkw_incarnation.c fences for a
    * waiting request and records the sessions that acted as the JobManager. */
   void (*on_record_loaded)(struct zkw_identity *id);
   /* A new incarnation began (its record is written): zkw_sidecar.c starts a
@@ -141,7 +215,7 @@ struct zkw_identity {
   struct zkw_session *writers; /* sessions waiting for their record write (via id_next) */
 
   bool fencing;
-  struct zkw_fence fence; /* the one fence in flight */
+  struct zkw_fenceconn fence; /* the one fence in flight */
   uint64_t fence_incarnation;
   struct { /* the superseded session still to fence */
     bool pending;
@@ -181,20 +255,51 @@ struct zkw_identity {
   } wait;
   bool sweeping;
   bool sweep_again; /* a sweep was asked for while one ran */
+  struct zkw_sweeper sweeper;
+  struct zkw_sweepwatch sweepwatch;
   bool stopping;
-  /* The identity's own trees (zkw_idtrees.h): learned from the creates of
+  /* The identity's own trees (zkw_owntrees.h): learned from the creates of
    * incarnation scope_inc in this process; earlier incarnations' learned
    * here (trusted); the record's (swept only while trusted:
    * record_trust). Earlier ones are retired once the current incarnation
    * learned and walked. scope_dirty: the record does not hold them yet. */
-  struct zkw_scope scope;
+  struct zkw_treeset scope;
   uint64_t scope_inc;
-  struct zkw_scope prev_trees;
-  struct zkw_scope rec_trees;
+  struct zkw_treeset prev_trees;
+  struct zkw_treeset rec_trees;
   bool rec_trees_warned; /* a record's trees were distrusted: said once at warn */
   bool scope_dirty;
   bool scope_full_logged; /* a tree could not be kept (the bound): said once per incarnation */
 };
+
+/* Dead sessions are forgotten this long after they ended (a day): their
+ * ephemerals are zombies found by the sweeps of that day. */
+#define ZKW_DEAD_SESSION_MAX_AGE_MS (24ULL * 3600 * 1000)
+
+const char *zkw_identity_state_name(enum zkw_reg_state state);
+/* True when the registry is usable (owner); else why explains. */
+bool zkw_identity_ready(const struct zkw_identity *id, const char **why);
+/* ZKWARDEN_MODE=observe: nothing is fenced or deleted; each such action is
+ * recorded as a would-action (zkw_history_would) instead. */
+bool zkw_identity_observing(const struct zkw_identity *id);
+/* Staleness (used by reclaim and sweep): the current incarnation of this
+ * identity when known, else 0. */
+uint64_t zkw_identity_current(const struct zkw_identity *id);
+/* A session of this identity that zkwarden saw end (fence, orphan fence,
+ * expiry), or NULL: listed dead (for reports; deletes ask the next one). */
+const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session);
+/* The dead-list entry of a session proven dead, whose ephemerals may be
+ * deleted as zombies, or NULL. Proven: zkwarden saw it end (this process;
+ * or a sidecar of this identity, read from the record only when the record
+ * was judged trusted: only zkwarden's registry identity can change it,
+ * zkw_regtrust.h, zkw_regacl.c), within
+ * ZKW_DEAD_SESSION_MAX_AGE_MS, and it is neither asking_session, nor the
+ * current incarnation's session, nor attached through this sidecar now.
+ * Listed but not proven: NULL with *why saying why (else *why is NULL). */
+const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identity *id, int64_t session,
+                                                        int64_t asking_session, const char **why);
+/* True if the session is attached through this sidecar right now. */
+bool zkw_identity_attached(const struct zkw_identity *id, int64_t session);
 
 static inline const char *zkw_identity_name(const struct zkw_identity *id) {
   return id->srv->cfg->identity;
@@ -203,6 +308,14 @@ static inline const char *zkw_identity_name(const struct zkw_identity *id) {
 /* Monotonic milliseconds (deadlines and waits). */
 static inline uint64_t zkw_identity_now_ms(void) {
   return uv_hrtime() / 1000000;
+}
+
+/* Wall-clock milliseconds since the epoch (when a session was seen to end:
+ * kept in the record, read by other processes). */
+static inline uint64_t zkw_identity_epoch_ms(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
 }
 
 #endif

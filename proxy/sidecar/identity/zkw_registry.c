@@ -4,7 +4,7 @@
  * sessions that wait on the registry (waiting for the fence, writers).
  *
  * It is the lowest of the identity's files: it calls neither the fencing
- * (zkw_fencing.c) nor the session hooks (zkw_identity.c); when the record is
+ * (zkw_fencing.c) nor the session hooks (zkw_incarnation.c); when the record is
  * loaded it tells them through id->on_record_loaded. The registry ACLs are
  * zkw_regacl.c. Everything runs on the loop thread; a session referenced by
  * a pending registry step holds a reference (zkw_session_ref), so it is
@@ -32,37 +32,6 @@ static void claim_recorded_session(struct zkw_identity *id);
 static void check_cb(uv_timer_t *t);
 static void write_back(struct zkw_identity *id);
 static bool with_extras(const struct zkw_identity *id, struct zkw_record *rec);
-
-/* True if the session is attached through this sidecar right now. */
-bool zkw_registry_attached(const struct zkw_identity *id, int64_t session) {
-  for (struct zkw_session *s = zkw_session_first(id->srv); s; s = zkw_session_next(s))
-    if (s->session_id == session && s->phase == ZKW_PHASE_ACTIVE) return true;
-  return false;
-}
-
-static const char *const state_names[] = {
-#define ZKW_X_REG(name, str) str,
-    ZKW_REG_STATES(ZKW_X_REG)
-#undef ZKW_X_REG
-};
-
-const char *zkw_identity_state_name(enum zkw_reg_state state) {
-  return state_names[state];
-}
-
-bool zkw_identity_ready(const struct zkw_identity *id, const char **why) {
-  if (!id || id->disabled || (id->state == ZKW_REG_OWNER && id->rec_loaded)) return true;
-  *why = id->why[0] ? id->why : state_names[id->state];
-  return false;
-}
-
-bool zkw_identity_observing(const struct zkw_identity *id) {
-  return id && id->srv->cfg->observe;
-}
-
-uint64_t zkw_identity_current(const struct zkw_identity *id) {
-  return id->state == ZKW_REG_OWNER && id->rec_loaded ? id->rec.incarnation : 0;
-}
 
 void zkw_registry_set_state(struct zkw_identity *id, enum zkw_reg_state st, const char *why) {
   id->state = st;
@@ -275,15 +244,10 @@ void zkw_registry_capture_previous(struct zkw_identity *id) {
 }
 
 /* Now, ms since the epoch. */
-static uint64_t epoch_ms(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
-}
 
 /* Dead sessions older than ZKW_DEAD_SESSION_MAX_AGE_MS are forgotten. */
 static void age_dead(struct zkw_identity *id) {
-  if (zkw_record_age_dead(&id->dead, epoch_ms(), ZKW_DEAD_SESSION_MAX_AGE_MS) > 0) id->dead_dirty = true;
+  if (zkw_record_age_dead(&id->dead, zkw_identity_epoch_ms(), ZKW_DEAD_SESSION_MAX_AGE_MS) > 0) id->dead_dirty = true;
 }
 
 static void record_loaded(void *arg, const struct zkw_zk_result *r) {
@@ -333,7 +297,7 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
   for (int i = 0; i < rec.ndead; i++)
     zkw_record_add_dead(&id->dead, &rec.dead_sessions[i]);
   age_dead(id);
-  if (zkw_idtrees_loaded(id, &rec.trees)) id->scope_dirty = true; /* what the record lacks is written */
+  if (zkw_owntrees_loaded(id, &rec.trees)) id->scope_dirty = true; /* what the record lacks is written */
   if (!behind) id->rec = rec;
   if (with_extras(id, &id->rec)) id->dead_dirty = true;
   id->rec_loaded = id->rec_known = true;
@@ -345,7 +309,7 @@ static void record_loaded(void *arg, const struct zkw_zk_result *r) {
                id->rec.dead);
   if (behind) write_back(id); /* write_next follows it */
   claim_recorded_session(id);
-  if (id->on_record_loaded) id->on_record_loaded(id); /* zkw_identity.c: fence, adopt */
+  if (id->on_record_loaded) id->on_record_loaded(id); /* zkw_incarnation.c: fence, adopt */
   write_next(id);
   zkw_regacl_check(id);
 }
@@ -496,7 +460,7 @@ static bool with_extras(const struct zkw_identity *id, struct zkw_record *rec) {
   }
   rec->ndead = keep.ndead;
   memcpy(rec->dead_sessions, keep.dead_sessions, sizeof rec->dead_sessions);
-  zkw_idtrees_for_record(id, &rec->trees);
+  zkw_owntrees_for_record(id, &rec->trees);
   return changed;
 }
 
@@ -545,7 +509,7 @@ void zkw_registry_write_dead(struct zkw_identity *id, uint64_t dead) {
 /* zkwarden saw a session of this identity end (it closed it, or the server
  * no longer knew it): an ephemeral it still owns later is a zombie. */
 void zkw_registry_note_dead(struct zkw_identity *id, int64_t session, uint64_t incarnation) {
-  struct zkw_dead_session d = {session, incarnation, epoch_ms(), true, false};
+  struct zkw_dead_session d = {session, incarnation, zkw_identity_epoch_ms(), true, false};
   struct zkw_dead_session *known = (struct zkw_dead_session *)zkw_record_find_dead(&id->dead, session);
   if (known)
     known->observed = true; /* listed by the record, and now seen here */
@@ -553,61 +517,37 @@ void zkw_registry_note_dead(struct zkw_identity *id, int64_t session, uint64_t i
     id->dead_dirty = true;
 }
 
-const struct zkw_dead_session *zkw_identity_dead_session(const struct zkw_identity *id, int64_t session) {
-  return zkw_record_find_dead(&id->dead, session);
-}
-
-const struct zkw_dead_session *zkw_identity_proven_dead(const struct zkw_identity *id, int64_t session,
-                                                        int64_t asking_session, const char **why) {
-  *why = NULL;
-  const struct zkw_dead_session *d = session ? zkw_record_find_dead(&id->dead, session) : NULL;
-  if (!d) return NULL;
-  if (d->ended_ms + ZKW_DEAD_SESSION_MAX_AGE_MS < epoch_ms())
-    *why = "listed dead more than a day ago (aged out)";
-  else if (session == asking_session)
-    *why = "it is the asking session";
-  else if (id->rec_loaded && session == id->rec.session && id->rec.dead < id->rec.incarnation)
-    *why = "it is the current incarnation's session";
-  else if (zkw_registry_attached(id, session))
-    *why = "it is attached through this sidecar";
-  else if (!d->observed && !id->srv->cfg->registry_auth[0])
-    *why = "listed dead only by the registry record, which anyone may write (ZKWARDEN_REGISTRY_AUTH unset)";
-  else if (!d->observed && !d->trusted)
-    *why = "listed dead only by a registry record not found to be writable by zkwarden alone";
-  return *why ? NULL : d;
-}
-
 void zkw_registry_learn_tree(struct zkw_identity *id, uint64_t incarnation, struct zkw_bytes path) {
   uint64_t current = zkw_identity_current(id);
   if (!current || incarnation != current) return; /* a superseded incarnation's trees are not learned */
-  enum zkw_scope_change c = zkw_idtrees_learn(id, current, path);
-  if (c == ZKW_SCOPE_CHANGED) {
-    char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
-    zkw_scope_format(&id->scope, trees, sizeof trees);
+  enum zkw_treeset_change c = zkw_owntrees_learn(id, current, path);
+  if (c == ZKW_TREESET_CHANGED) {
+    char trees[ZKW_TREESET_TREES_MAX * ZKW_TREESET_PATH_MAX];
+    zkw_treeset_format(&id->scope, trees, sizeof trees);
     zkw_log_info("identity %s: incarnation %" PRIu64
                  "'s own trees (read by the sweep and the lock report): %s",
                  zkw_identity_name(id), current, trees);
     id->scope_dirty = true;
     zkw_registry_flush_dead(id);
-  } else if (c == ZKW_SCOPE_FULL && !id->scope_full_logged) {
+  } else if (c == ZKW_TREESET_FULL && !id->scope_full_logged) {
     id->scope_full_logged = true;
     zkw_log_warn("identity %s: the JobManager creates ephemerals under more than %d separate trees; %.*s is "
                  "not swept (reclaim at create and delete still covers it): name it in ZKWARDEN_SWEEP_TREES "
                  "(at most %d; a tree named there is always read, and what the JobManager creates below it "
                  "is not learned, so it takes no room)",
-                 zkw_identity_name(id), ZKW_SCOPE_LEARNED_MAX, (int)path.len, (const char *)path.p,
+                 zkw_identity_name(id), ZKW_TREESET_LEARNED_MAX, (int)path.len, (const char *)path.p,
                  ZKW_SWEEP_TREES_MAX);
   }
 }
 
 void zkw_registry_trees_walked(struct zkw_identity *id, uint64_t incarnation,
-                               const struct zkw_scope *walked) {
-  int gone = zkw_idtrees_walked(id, incarnation, walked);
+                               const struct zkw_treeset *walked) {
+  int gone = zkw_owntrees_walked(id, incarnation, walked);
   if (!gone) return;
-  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX];
-  struct zkw_scope own;
-  (void)zkw_identity_own_trees(id, &own);
-  zkw_scope_format(&own, trees, sizeof trees);
+  char trees[ZKW_TREESET_TREES_MAX * ZKW_TREESET_PATH_MAX];
+  struct zkw_treeset own;
+  (void)zkw_owntrees_of(id, &own);
+  zkw_treeset_format(&own, trees, sizeof trees);
   zkw_log_info(
       "identity %s: %d tree(s) of earlier incarnations retired after a whole walk of incarnation %" PRIu64
       "; own trees now %s",

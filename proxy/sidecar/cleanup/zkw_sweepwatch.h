@@ -31,7 +31,9 @@
 #include <sys/socket.h>
 
 #include "zkw_codec.h"
-#include "zkw_scope.h"
+#include "zkw_treeset.h"
+
+struct zkw_identity;
 
 struct zkw_session;
 
@@ -43,13 +45,13 @@ struct zkw_session;
  * its index in ZKWARDEN_UPSTREAM (for TLS: the name to verify) and the
  * number to give back with the answer. Asked again after a probe that got no
  * answer, at most every 10 s. */
-bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, uint32_t *idx, uint64_t *gen);
+bool zkw_sweepwatch_version_wanted(struct zkw_identity *id, uint64_t now, struct sockaddr_storage *addr, uint32_t *idx, uint64_t *gen);
 /* That server's answer to `srvr` (NULL or empty: none). */
-void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer);
+void zkw_sweepwatch_version_answer(struct zkw_identity *id, uint64_t gen, const char *answer);
 /* ask is called when a version becomes wanted (NULL: none), so that the
  * probe's loop asks at once rather than at its next tick (zkw_health.c sets
  * it: the call goes up through this pointer). */
-void zkw_sweepwatch_on_ask(void (*ask)(void));
+void zkw_sweepwatch_on_ask(struct zkw_identity *id, void (*ask)(void));
 /* True while the version of s's server is asked and not answered, for at
  * most 2 s after it was first wanted: the first walk on a connection waits
  * for it, so that it can set the watch. */
@@ -63,14 +65,14 @@ void zkw_sweepwatch_ask(const struct zkw_session *s);
  * watched there (in-band, ahead of the walk's reads), and what was kept is
  * forgotten (the walk reads it all). False when no watch can be had here
  * (an older or unknown server, or a request that could not be sent). */
-bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_scope *trees);
+bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_treeset *trees);
 /* True while every tree of trees is watched on s and nothing was missed
  * since it was set: a pass may read only what the watch kept. */
-bool zkw_sweepwatch_complete(const struct zkw_session *s, const struct zkw_scope *trees);
+bool zkw_sweepwatch_complete(const struct zkw_session *s, const struct zkw_treeset *trees);
 /* Hands over the paths kept since the last call (the caller frees each and
  * the array; *n may be 0). Returns 0, or -ENOMEM (nothing handed over, the
  * watch counts as not complete). */
-int zkw_sweepwatch_take(char ***paths, size_t *n) __attribute__((warn_unused_result));
+int zkw_sweepwatch_take(struct zkw_identity *id, char ***paths, size_t *n) __attribute__((warn_unused_result));
 /* A notification on a session: ZKW_FORWARD, or ZKW_DROP when only the
  * watch asked for it (zkw_hooks.h on_notification). */
 int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watcher_event *ev);
@@ -78,6 +80,6 @@ int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watch
  * on a tree's own path spoils the watch. */
 void zkw_sweepwatch_on_request(const struct zkw_session *s, const struct zkw_request *req);
 /* Forgets everything (the identity stops). */
-void zkw_sweepwatch_reset(void);
+void zkw_sweepwatch_reset(struct zkw_identity *id);
 
 #endif

@@ -10,7 +10,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "zkw_idtrees.h"
+#include "zkw_owntrees.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
 
@@ -182,12 +182,12 @@ static void judge_load(struct zkw_identity *id, const char *why) {
         id->dead.dead_sessions[i].trusted = true;
         id->dead_dirty = true; /* held back from writes while not judged */
       }
-    if (zkw_idtrees_judged(id, NULL)) id->scope_dirty = true;
+    if (zkw_owntrees_judged(id, NULL)) id->scope_dirty = true;
   } else {
     id->record_trust = ZKW_TRUST_UNTRUSTED;
     ZKW_METRIC_INC(untrusted_records);
     distrust_dead(id, why);
-    if (zkw_idtrees_judged(id, why)) id->scope_dirty = true;
+    if (zkw_owntrees_judged(id, why)) id->scope_dirty = true;
   }
   if (id->on_trust) id->on_trust(id);
 }

@@ -31,7 +31,7 @@ int zkw_record_format(const struct zkw_record *r, char *out, size_t cap) {
       out[used] = 0;
     }
   }
-  for (int i = 0; i < r->trees.count && i < ZKW_SCOPE_TREES_MAX; i++) {
+  for (int i = 0; i < r->trees.count && i < ZKW_TREESET_TREES_MAX; i++) {
     n = snprintf(out + used, cap - used, "tree=%s\n", r->trees.tree[i]);
     if (n < 0 || (size_t)n >= cap - used) return -1;
     used += (size_t)n;
@@ -161,8 +161,8 @@ int zkw_record_parse(const char *data, int len, struct zkw_record *r) {
     } else if (KEY("tree")) {
       /* An absolute path without a trailing '/'; others, and those past the
        * bound, are ignored (the registry checks each against the lock roots). */
-      if (vl > 0 && vl < ZKW_SCOPE_PATH_MAX && v[0] == '/' && (vl == 1 || v[vl - 1] != '/') &&
-          r->trees.count < ZKW_SCOPE_TREES_MAX) {
+      if (vl > 0 && vl < ZKW_TREESET_PATH_MAX && v[0] == '/' && (vl == 1 || v[vl - 1] != '/') &&
+          r->trees.count < ZKW_TREESET_TREES_MAX) {
         memcpy(r->trees.tree[r->trees.count], v, vl);
         r->trees.tree[r->trees.count++][vl] = 0;
       }

@@ -14,6 +14,7 @@
 
 #include "zkw_config.h"
 #include "zkw_hooks.h"
+#include "zkw_identity.h"
 #include "zkw_inband.h"
 #include "zkw_log.h"
 #include "zkw_relay.h"
@@ -33,38 +34,13 @@ static const struct zkw_lock_roots ANY_ROOT = {1, {"/"}};
 enum { VERSION_UNKNOWN, VERSION_OLD, VERSION_NEW };
 
 /* One path kept: created or changed below a watched tree since it was set. */
-struct kept {
-  struct kept *next;
+struct zkw_sweepwatch_kept {
+  struct zkw_sweepwatch_kept *next;
   uint32_t hash;
   uint32_t len;
   char path[];
 };
 
-static struct {
-  uint64_t conn;    /* the connection the watch is set on (0: none) */
-  uint64_t move_t0; /* its last move then: a move drops the watch */
-  struct zkw_scope asked, armed;
-  unsigned gen;  /* bumped when the watch is dropped: late replies are ignored */
-  bool spoiled;  /* something may have been missed since it was set */
-  bool overflow; /* more than ZKW_SWEEPWATCH_MAX paths: forgotten */
-  struct kept **bucket;
-  uint32_t nbuckets;
-  size_t count;
-  uint32_t refused; /* bit i: server i answered addWatch with UNIMPLEMENTED */
-  /* The server of the JobManager's connection (zkw_sweepwatch_arm's s):
-   * the connection (conn, move_t0), its server's address as connected, and
-   * that server's version, from a `srvr` asked after `since`, so from the
-   * very server process that holds the connection. */
-  struct {
-    uint64_t conn, move_t0;
-    uint64_t gen; /* numbers the connections asked about: an answer names its own */
-    uint32_t idx;
-    struct sockaddr_storage addr;
-    uint64_t since_ms, asked_ms; /* noted then (the connection was up); last asked then */
-    int verdict;
-  } server;
-  void (*ask)(void); /* the probe's loop, asked to ask at once */
-} w;
 
 static uint32_t hash_path(const char *p, size_t n) {
   uint32_t h = 2166136261u;
@@ -73,33 +49,33 @@ static uint32_t hash_path(const char *p, size_t n) {
   return h;
 }
 
-static void forget_kept(void) {
-  for (uint32_t i = 0; i < w.nbuckets; i++)
-    for (struct kept *e = w.bucket[i], *next; e; e = next) {
+static void forget_kept(struct zkw_sweepwatch *w) {
+  for (uint32_t i = 0; i < w->nbuckets; i++)
+    for (struct zkw_sweepwatch_kept *e = w->bucket[i], *next; e; e = next) {
       next = e->next;
       free(e);
     }
-  free(w.bucket);
-  w.bucket = NULL;
-  w.nbuckets = 0;
-  w.count = 0;
+  free(w->bucket);
+  w->bucket = NULL;
+  w->nbuckets = 0;
+  w->count = 0;
 }
 
 /* No watch any more (a new one is set before the next walk). */
-static void drop(void) {
-  forget_kept();
-  w.conn = 0;
-  w.asked.count = w.armed.count = 0;
-  w.gen++;
-  w.spoiled = w.overflow = false;
+static void drop(struct zkw_sweepwatch *w) {
+  forget_kept(w);
+  w->conn = 0;
+  w->asked.count = w->armed.count = 0;
+  w->gen++;
+  w->spoiled = w->overflow = false;
 }
 
-void zkw_sweepwatch_reset(void) {
-  drop();
+void zkw_sweepwatch_reset(struct zkw_identity *id) {
+  drop(&id->sweepwatch);
 }
 
-static struct kept **slot(const char *p, size_t n, uint32_t h) {
-  struct kept **pp = &w.bucket[h & (w.nbuckets - 1)];
+static struct zkw_sweepwatch_kept **slot(struct zkw_sweepwatch *w, const char *p, size_t n, uint32_t h) {
+  struct zkw_sweepwatch_kept **pp = &w->bucket[h & (w->nbuckets - 1)];
   while (*pp && ((*pp)->hash != h || (*pp)->len != n || memcmp((*pp)->path, p, n) != 0))
     pp = &(*pp)->next;
   return pp;
@@ -124,13 +100,13 @@ static void removed_cb(void *arg, const struct zkw_zk_result *r) {
  * connection's other watches on that exact path, so a tree on whose path
  * the JobManager may watch itself (its table says so, or is incomplete, or
  * it touched a watch there since: spoiled) keeps the watch, said at info. */
-static void overflowed(struct zkw_session *s) {
-  forget_kept();
-  w.overflow = true;
-  for (int i = 0; i < w.asked.count; i++) {
-    const char *tree = w.asked.tree[i];
+static void overflowed(struct zkw_sweepwatch *w, struct zkw_session *s) {
+  forget_kept(w);
+  w->overflow = true;
+  for (int i = 0; i < w->asked.count; i++) {
+    const char *tree = w->asked.tree[i];
     size_t n = strlen(tree);
-    if (s->watches.lost || w.spoiled || zkw_watches_kinds(&s->watches, tree, n) != 0) {
+    if (s->watches.lost || w->spoiled || zkw_watches_kinds(&s->watches, tree, n) != 0) {
       zkw_log_info("sweep: the watch on %s stays (the JobManager may watch that path itself): its "
                    "notifications keep coming, answered by zkwarden alone",
                    tree);
@@ -149,51 +125,55 @@ static void overflowed(struct zkw_session *s) {
 
 /* Keeps a path; past the bound, or out of memory, the set is forgotten, the
  * watch removed, and the next pass walks. */
-static void keep(struct zkw_session *s, const char *p, size_t n) {
-  if (w.overflow) return;
-  if (w.count >= ZKW_SWEEPWATCH_MAX) {
+static void keep(struct zkw_sweepwatch *w, struct zkw_session *s, const char *p, size_t n) {
+  if (w->overflow) return;
+  if (w->count >= ZKW_SWEEPWATCH_MAX) {
     zkw_log_info("sweep: more than %d nodes changed in the own trees since the last pass: the next pass "
                  "walks them (the watch is removed until then)",
                  ZKW_SWEEPWATCH_MAX);
-    return overflowed(s);
+    return overflowed(w, s);
   }
-  if (!w.bucket || w.count >= w.nbuckets) {
-    uint32_t nb = w.nbuckets ? w.nbuckets * 2 : 64;
-    struct kept **b = zkw_calloc(nb, sizeof *b);
-    if (!b) return overflowed(s);
-    for (uint32_t i = 0; i < w.nbuckets; i++)
-      for (struct kept *e = w.bucket[i], *next; e; e = next) {
+  if (!w->bucket || w->count >= w->nbuckets) {
+    uint32_t nb = w->nbuckets ? w->nbuckets * 2 : 64;
+    struct zkw_sweepwatch_kept **b = zkw_calloc(nb, sizeof *b);
+    if (!b) return overflowed(w, s);
+    for (uint32_t i = 0; i < w->nbuckets; i++)
+      for (struct zkw_sweepwatch_kept *e = w->bucket[i], *next; e; e = next) {
         next = e->next;
         e->next = b[e->hash & (nb - 1)];
         b[e->hash & (nb - 1)] = e;
       }
-    free(w.bucket);
-    w.bucket = b;
-    w.nbuckets = nb;
+    free(w->bucket);
+    w->bucket = b;
+    w->nbuckets = nb;
   }
   uint32_t h = hash_path(p, n);
-  struct kept **pp = slot(p, n, h);
+  struct zkw_sweepwatch_kept **pp = slot(w, p, n, h);
   if (*pp) return;
-  struct kept *e = zkw_malloc(sizeof *e + n + 1);
-  if (!e) return overflowed(s);
-  *e = (struct kept){.hash = h, .len = (uint32_t)n};
+  struct zkw_sweepwatch_kept *e = zkw_malloc(sizeof *e + n + 1);
+  if (!e) return overflowed(w, s);
+  *e = (struct zkw_sweepwatch_kept){.hash = h, .len = (uint32_t)n};
   memcpy(e->path, p, n);
   e->path[n] = 0;
   *pp = e;
-  w.count++;
+  w->count++;
 }
 
-static void unkeep(const char *p, size_t n) {
-  if (!w.bucket) return;
-  struct kept **pp = slot(p, n, hash_path(p, n));
-  struct kept *e = *pp;
+static void unkeep(struct zkw_sweepwatch *w, const char *p, size_t n) {
+  if (!w->bucket) return;
+  struct zkw_sweepwatch_kept **pp = slot(w, p, n, hash_path(p, n));
+  struct zkw_sweepwatch_kept *e = *pp;
   if (!e) return;
   *pp = e->next;
   free(e);
-  w.count--;
+  w->count--;
 }
 
 /* ---- whether the JobManager's server takes addWatch ---- */
+
+static struct zkw_sweepwatch *watch_of(const struct zkw_session *s) {
+  return &((struct zkw_identity *)s->srv->policy)->sweepwatch;
+}
 
 static uint64_t now_ms(const struct zkw_session *s) {
   return uv_now(s->srv->loop);
@@ -207,68 +187,73 @@ static uint64_t now_ms(const struct zkw_session *s) {
  * runs both), nor this server's before the connection began (it may have
  * been replaced by an older one since). */
 static bool supported(const struct zkw_session *s) {
-  if (s->up_idx >= ZKW_MAX_UPSTREAMS || (w.refused & (1u << s->up_idx)) || s->moving ||
+  struct zkw_sweepwatch *w = watch_of(s);
+  if (s->up_idx >= ZKW_MAX_UPSTREAMS || (w->refused & (1u << s->up_idx)) || s->moving ||
       !s->upstream.connected)
     return false;
-  if (w.server.conn == s->conn && w.server.move_t0 == s->move_t0 && w.server.idx == s->up_idx)
-    return w.server.verdict == VERSION_NEW;
+  if (w->server.conn == s->conn && w->server.move_t0 == s->move_t0 && w->server.idx == s->up_idx)
+    return w->server.verdict == VERSION_NEW;
   struct sockaddr_storage addr;
   int len = sizeof addr;
   if (uv_tcp_getpeername(&s->upstream.tcp, (struct sockaddr *)&addr, &len) != 0) return false;
-  w.server.conn = s->conn;
-  w.server.move_t0 = s->move_t0;
-  w.server.gen++;
-  w.server.idx = s->up_idx;
-  w.server.addr = addr;
-  w.server.since_ms = now_ms(s);
-  w.server.asked_ms = 0;
-  w.server.verdict = VERSION_UNKNOWN;
+  w->server.conn = s->conn;
+  w->server.move_t0 = s->move_t0;
+  w->server.gen++;
+  w->server.idx = s->up_idx;
+  w->server.addr = addr;
+  w->server.since_ms = now_ms(s);
+  w->server.asked_ms = 0;
+  w->server.verdict = VERSION_UNKNOWN;
   zkw_log_debug("sweep: asking %s its version before the watch is set on the JobManager's connection",
                 s->up_name);
-  if (w.ask) w.ask();
+  if (w->ask) w->ask();
   return false;
 }
 
-void zkw_sweepwatch_on_ask(void (*ask)(void)) {
-  w.ask = ask;
+void zkw_sweepwatch_on_ask(struct zkw_identity *id, void (*ask)(void)) {
+  struct zkw_sweepwatch *w = &id->sweepwatch;
+  w->ask = ask;
 }
 
 bool zkw_sweepwatch_answer_due(const struct zkw_session *s, uint64_t now) {
-  return w.server.conn == s->conn && w.server.move_t0 == s->move_t0 && w.server.verdict == VERSION_UNKNOWN &&
-         now - w.server.since_ms < VERSION_WAIT_MS;
+  struct zkw_sweepwatch *w = watch_of(s);
+  return w->server.conn == s->conn && w->server.move_t0 == s->move_t0 && w->server.verdict == VERSION_UNKNOWN &&
+         now - w->server.since_ms < VERSION_WAIT_MS;
 }
 
 void zkw_sweepwatch_ask(const struct zkw_session *s) {
   if (s->srv->cfg->sweep_watch && !s->srv->cfg->observe) (void)supported(s);
 }
 
-bool zkw_sweepwatch_version_wanted(uint64_t now, struct sockaddr_storage *addr, uint32_t *idx,
+bool zkw_sweepwatch_version_wanted(struct zkw_identity *id, uint64_t now, struct sockaddr_storage *addr, uint32_t *idx,
                                    uint64_t *gen) {
-  if (!w.server.conn || w.server.verdict != VERSION_UNKNOWN) return false;
-  if (w.server.asked_ms && now - w.server.asked_ms < VERSION_RETRY_MS) return false;
-  w.server.asked_ms = now ? now : 1;
-  *addr = w.server.addr;
-  *idx = w.server.idx;
-  *gen = w.server.gen;
+  struct zkw_sweepwatch *w = &id->sweepwatch;
+  if (!w->server.conn || w->server.verdict != VERSION_UNKNOWN) return false;
+  if (w->server.asked_ms && now - w->server.asked_ms < VERSION_RETRY_MS) return false;
+  w->server.asked_ms = now ? now : 1;
+  *addr = w->server.addr;
+  *idx = w->server.idx;
+  *gen = w->server.gen;
   return true;
 }
 
-void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer) {
+void zkw_sweepwatch_version_answer(struct zkw_identity *id, uint64_t gen, const char *answer) {
+  struct zkw_sweepwatch *w = &id->sweepwatch;
   /* No answer, or a server not serving (no quorum): asked again later. */
-  if (gen != w.server.gen || w.server.verdict != VERSION_UNKNOWN || !answer || !*answer ||
+  if (gen != w->server.gen || w->server.verdict != VERSION_UNKNOWN || !answer || !*answer ||
       strstr(answer, "not currently serving"))
     return;
   const char *v = strstr(answer, "Zookeeper version: ");
   int major, minor;
   if (v && sscanf(v + 19, "%d.%d", &major, &minor) == 2)
-    w.server.verdict = major > 3 || (major == 3 && minor >= 6) ? VERSION_NEW : VERSION_OLD;
+    w->server.verdict = major > 3 || (major == 3 && minor >= 6) ? VERSION_NEW : VERSION_OLD;
   else /* answered without a version (srvr not whitelisted): not asked again on this connection */
-    w.server.verdict = VERSION_OLD;
-  zkw_log_info("sweep: upstream server #%u %s: %s", w.server.idx + 1,
-               w.server.verdict == VERSION_NEW ? "is ZooKeeper 3.6 or newer"
+    w->server.verdict = VERSION_OLD;
+  zkw_log_info("sweep: upstream server #%u %s: %s", w->server.idx + 1,
+               w->server.verdict == VERSION_NEW ? "is ZooKeeper 3.6 or newer"
                : v                             ? "is older than ZooKeeper 3.6"
                                                : "does not tell its version (srvr)",
-               w.server.verdict == VERSION_NEW
+               w->server.verdict == VERSION_NEW
                    ? "the sweep's next walk sets its watch on the JobManager's connection"
                    : "no addWatch is sent on the JobManager's connection there; every sweep pass walks");
 }
@@ -276,21 +261,23 @@ void zkw_sweepwatch_version_answer(uint64_t gen, const char *answer) {
 /* ---- setting the watch ---- */
 
 struct arm_arg {
+  struct zkw_sweepwatch *w; /* the identity's: it outlives the session's in-band requests */
   unsigned gen;
   uint32_t idx;
-  char tree[ZKW_SCOPE_PATH_MAX];
+  char tree[ZKW_TREESET_PATH_MAX];
 };
 
 static void armed_cb(void *arg, const struct zkw_zk_result *r) {
   struct arm_arg *a = arg;
-  if (a->gen == w.gen) {
+  struct zkw_sweepwatch *w = a->w;
+  if (a->gen == w->gen) {
     if (r->rc == ZOK) {
-      (void)zkw_scope_add(&w.armed, &ANY_ROOT, a->tree);
+      (void)zkw_treeset_add(&w->armed, &ANY_ROOT, a->tree);
     } else {
-      w.spoiled = true;
+      w->spoiled = true;
       if (r->rc == ZUNIMPLEMENTED && a->idx < ZKW_MAX_UPSTREAMS) {
-        w.refused |= 1u << a->idx;
-        w.server.verdict = VERSION_OLD;
+        w->refused |= 1u << a->idx;
+        w->server.verdict = VERSION_OLD;
         zkw_log_warn("sweep: upstream server #%u refused addWatch (ZooKeeper older than 3.6): every sweep "
                      "pass through it walks the own trees",
                      a->idx + 1);
@@ -302,65 +289,68 @@ static void armed_cb(void *arg, const struct zkw_zk_result *r) {
   free(a);
 }
 
-bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_scope *trees) {
+bool zkw_sweepwatch_arm(struct zkw_session *s, const struct zkw_treeset *trees) {
+  struct zkw_sweepwatch *w = watch_of(s);
   /* Observe mode sends nothing in-band of its own making beyond the reads
    * that decide its would-actions: no watch. */
   if (!s->srv->cfg->sweep_watch || s->srv->cfg->observe || !supported(s)) {
-    drop();
+    drop(w);
     return false;
   }
-  if (w.conn != s->conn || w.move_t0 != s->move_t0 || w.spoiled || w.overflow) {
-    drop();
-    w.conn = s->conn;
-    w.move_t0 = s->move_t0;
+  if (w->conn != s->conn || w->move_t0 != s->move_t0 || w->spoiled || w->overflow) {
+    drop(w);
+    w->conn = s->conn;
+    w->move_t0 = s->move_t0;
   }
-  forget_kept(); /* the walk reads it all */
+  forget_kept(w); /* the walk reads it all */
   for (int i = 0; i < trees->count; i++) {
     const char *tree = trees->tree[i];
-    if (zkw_scope_covers(&w.asked, tree, strlen(tree))) continue;
+    if (zkw_treeset_covers(&w->asked, tree, strlen(tree))) continue;
     struct arm_arg *a = zkw_malloc(sizeof *a);
     if (a) {
-      *a = (struct arm_arg){.gen = w.gen, .idx = s->up_idx};
+      *a = (struct arm_arg){.w = w, .gen = w->gen, .idx = s->up_idx};
       snprintf(a->tree, sizeof a->tree, "%s", tree);
     }
     if (!a || zkw_inband_add_watch(s, tree, WATCH_RECURSIVE, armed_cb, a) != 0) {
       free(a);
-      drop();
+      drop(w);
       return false;
     }
-    (void)zkw_scope_add(&w.asked, &ANY_ROOT, tree);
+    (void)zkw_treeset_add(&w->asked, &ANY_ROOT, tree);
   }
   return true;
 }
 
-bool zkw_sweepwatch_complete(const struct zkw_session *s, const struct zkw_scope *trees) {
-  if (!w.conn || s->conn != w.conn || s->move_t0 != w.move_t0 || s->moving || w.spoiled || w.overflow)
+bool zkw_sweepwatch_complete(const struct zkw_session *s, const struct zkw_treeset *trees) {
+  struct zkw_sweepwatch *w = watch_of(s);
+  if (!w->conn || s->conn != w->conn || s->move_t0 != w->move_t0 || s->moving || w->spoiled || w->overflow)
     return false;
   for (int i = 0; i < trees->count; i++)
-    if (!zkw_scope_covers(&w.armed, trees->tree[i], strlen(trees->tree[i]))) return false;
+    if (!zkw_treeset_covers(&w->armed, trees->tree[i], strlen(trees->tree[i]))) return false;
   return true;
 }
 
-int zkw_sweepwatch_take(char ***paths, size_t *n) {
+int zkw_sweepwatch_take(struct zkw_identity *id, char ***paths, size_t *n) {
+  struct zkw_sweepwatch *w = &id->sweepwatch;
   *paths = NULL;
   *n = 0;
-  if (!w.count) return 0;
-  char **out = zkw_malloc(w.count * sizeof *out);
+  if (!w->count) return 0;
+  char **out = zkw_malloc(w->count * sizeof *out);
   if (!out) {
-    w.spoiled = true;
+    w->spoiled = true;
     return -ENOMEM;
   }
   size_t k = 0;
-  for (uint32_t i = 0; i < w.nbuckets; i++)
-    for (struct kept *e = w.bucket[i], *next; e; e = next) {
+  for (uint32_t i = 0; i < w->nbuckets; i++)
+    for (struct zkw_sweepwatch_kept *e = w->bucket[i], *next; e; e = next) {
       next = e->next;
       memmove(e, e->path, e->len + 1); /* the block becomes the string */
       out[k++] = (char *)e;
     }
-  free(w.bucket);
-  w.bucket = NULL;
-  w.nbuckets = 0;
-  w.count = 0;
+  free(w->bucket);
+  w->bucket = NULL;
+  w->nbuckets = 0;
+  w->count = 0;
   *paths = out;
   *n = k;
   return 0;
@@ -396,30 +386,32 @@ static bool client_wants(const struct zkw_session *s, const struct zkw_watcher_e
 }
 
 int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watcher_event *ev) {
-  if (!w.conn || s->conn != w.conn || ev->type < 1 || ev->type > 3 || ev->path.len <= 0) return ZKW_FORWARD;
+  struct zkw_sweepwatch *w = watch_of(s);
+  if (!w->conn || s->conn != w->conn || ev->type < 1 || ev->type > 3 || ev->path.len <= 0) return ZKW_FORWARD;
   const char *p = (const char *)ev->path.p;
   size_t n = (size_t)ev->path.len;
-  if (!zkw_scope_covers(&w.armed, p, n)) return ZKW_FORWARD;
+  if (!zkw_treeset_covers(&w->armed, p, n)) return ZKW_FORWARD;
   if (ev->type == 2)
-    unkeep(p, n);
+    unkeep(w, p, n);
   else
-    keep(s, p, n);
+    keep(w, s, p, n);
   return client_wants(s, ev) ? ZKW_FORWARD : ZKW_DROP;
 }
 
 void zkw_sweepwatch_on_request(const struct zkw_session *s, const struct zkw_request *req) {
-  if (!w.conn || s->conn != w.conn || req->op.path.len <= 0) return;
+  struct zkw_sweepwatch *w = watch_of(s);
+  if (!w->conn || s->conn != w->conn || req->op.path.len <= 0) return;
   bool touches = req->type == ZKW_OP_ADD_WATCH || req->type == ZKW_OP_REMOVE_WATCHES ||
                  ((req->type == ZKW_OP_EXISTS || req->type == ZKW_OP_GET_DATA ||
                    req->type == ZKW_OP_GET_CHILDREN || req->type == ZKW_OP_GET_CHILDREN2) &&
                   req->op.watch);
   if (!touches) return;
-  for (int i = 0; i < w.asked.count; i++)
-    if ((size_t)req->op.path.len == strlen(w.asked.tree[i]) &&
-        memcmp(req->op.path.p, w.asked.tree[i], (size_t)req->op.path.len) == 0) {
+  for (int i = 0; i < w->asked.count; i++)
+    if ((size_t)req->op.path.len == strlen(w->asked.tree[i]) &&
+        memcmp(req->op.path.p, w->asked.tree[i], (size_t)req->op.path.len) == 0) {
       zkw_log_debug("sweep: the JobManager sets or removes a watch on %s, which the sweep watches: the next "
                     "pass walks",
-                    w.asked.tree[i]);
-      w.spoiled = true;
+                    w->asked.tree[i]);
+      w->spoiled = true;
     }
 }

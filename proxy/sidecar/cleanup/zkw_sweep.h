@@ -1,6 +1,6 @@
 /* zkw_sweep.h: sweeps of the identity's own trees (zkw_sweep.c).
  *
- * A sweep pass reads this identity's own trees (zkw_scope.h: where its
+ * A sweep pass reads this identity's own trees (zkw_treeset.h: where its
  * JobManager creates its ephemerals, learned from its requests and kept in
  * the registry record; ZKWARDEN_SWEEP_TREES), never another cluster's, for
  * the stale locks of this identity that fencing could not remove and the
@@ -32,9 +32,9 @@ bool zkw_sweep_holding(const struct zkw_identity *id);
  * busy (the sweep yields), the parents of the ephemerals it creates are its
  * own trees, and it may touch the sweep's watch. */
 void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *req);
-/* The sidecar stops (after zkw_identity_stop): a pass with nothing in
+/* The sidecar stops (after zkw_incarnation_stop): a pass with nothing in
  * flight ends now, one with a request in flight in its callback; what
  * sweeps keep between passes is freed. */
-void zkw_sweep_stop(void);
+void zkw_sweep_stop(struct zkw_identity *id);
 
 #endif

@@ -5,7 +5,7 @@
  * could not finish leaves to the next: the paths past the bound, and every
  * node it could not read and candidate it could not settle (a read or
  * delete that failed or was not sent), read again by the next pass until
- * they are read. A tree is retired (zkw_idtrees.h) only after a complete
+ * they are read. A tree is retired (zkw_owntrees.h) only after a complete
  * pass: a walk of every tree, then every path left read. The candidates'
  * deletes are zkw_sweepdel.c, the watch zkw_sweepwatch.c.
  *
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "zkw_history.h"
-#include "zkw_identity.h"
+#include "zkw_registry.h"
 #include "zkw_inband.h"
 #include "zkw_log.h"
 #include "zkw_metrics.h"
@@ -46,46 +46,24 @@
 #define SWEEP_QUIET_MAX     50    /* at most this many requests of the JobManager in it (100/s) */
 #define SWEEP_FIRST_WAIT_MS 30000 /* at most */
 #define BURST_SLOT_MS       100   /* the JobManager's requests are counted per slot */
-#define BURST_SLOTS         (SWEEP_QUIET_MS / BURST_SLOT_MS)
+#define BURST_SLOTS         ZKW_SWEEP_BURST_SLOTS
+_Static_assert(BURST_SLOTS == SWEEP_QUIET_MS / BURST_SLOT_MS, "the identity keeps one count per slot");
 #define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
 #define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
 #define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
 #define SWEEP_VERSION_MS    20   /* the server's version is asked: look again after */
 #define SWEEP_REDO_TEXT     160  /* how the log line names what a pass left */
 
-/* A node to read: getData (a lock, or a node the watch kept) or
- * getChildren2 (a node to list). */
-struct item {
-  char *path;
-  bool read;
-};
-
-/* What decides whether a pass may read only what changed: it must see the
- * same incarnation, session, trees and dead sessions as the last walk. */
-struct basis {
-  uint64_t incarnation;
-  int64_t session;
-  struct zkw_scope trees;
-  int ndead;
-  int64_t dead[ZKW_RECORD_DEAD_MAX];
-  bool proven[ZKW_RECORD_DEAD_MAX];
-};
-
-/* A list of items (a pass's stack, what it reads again). */
-struct items {
-  struct item *v;
-  size_t n, cap;
-};
-
-/* One pass. */
-struct sweep {
+/* One pass (the identity keeps what lasts between passes: struct
+ * zkw_sweeper, zkw_identity.h). */
+struct zkw_sweep_pass {
   struct zkw_identity *id;
   struct zkw_session *s; /* the JobManager's session (a reference); NULL once lost */
   bool changes;          /* reads what the watch kept (and what the last pass left) */
   bool continued;        /* goes on from what the last pass left */
-  struct basis basis;
-  struct items stack; /* to read: a stack, depth first */
-  struct items redo;  /* read again by the next pass: a read or a candidate that failed */
+  struct zkw_sweep_basis basis;
+  struct zkw_sweep_items stack; /* to read: a stack, depth first */
+  struct zkw_sweep_items redo;  /* read again by the next pass: a read or a candidate that failed */
   size_t visited;
   int inflight;
   bool capped;
@@ -94,44 +72,30 @@ struct sweep {
   struct zkw_sweep_batch batch;
 };
 
-static struct {
-  struct sweep *current;
-  uint64_t jm_request_ms;      /* the JobManager's last request (monotonic) */
-  uint32_t burst[BURST_SLOTS]; /* its requests per slot, the last SWEEP_QUIET_MS */
-  uint64_t burst_slot;         /* the slot of jm_request_ms */
-  uint64_t first_since;        /* a new incarnation's first pass waits since then; 0: none waits */
-  bool began;                  /* a pass was asked for in this process */
-  /* The walk begun last, with walked_basis, read every tree: each node it
-   * did not read is in left (past the bound, or to read again). */
-  bool walked;
-  struct basis walked_basis;
-  struct items left; /* what the last pass left to the next (with left_basis): read first */
-  struct basis left_basis;
-} sweeper;
 
 static uint64_t now_ms(void) {
   return zkw_identity_now_ms();
 }
 
 bool zkw_sweep_holding(const struct zkw_identity *id) {
-  return sweeper.current && sweeper.current->id == id && sweeper.current->batch.deleting;
+  return id->sweeper.current && id->sweeper.current->batch.deleting;
 }
 
 /* Its requests in the last SWEEP_QUIET_MS (slot: now's). */
-static uint32_t recent_requests(uint64_t slot) {
+static uint32_t recent_requests(const struct zkw_sweeper *sweeper, uint64_t slot) {
   uint32_t n = 0;
   for (uint64_t k = slot >= BURST_SLOTS - 1 ? slot - (BURST_SLOTS - 1) : 0; k <= slot; k++)
-    if (k <= sweeper.burst_slot && sweeper.burst_slot - k < BURST_SLOTS) n += sweeper.burst[k % BURST_SLOTS];
+    if (k <= sweeper->burst_slot && sweeper->burst_slot - k < BURST_SLOTS) n += sweeper->burst[k % BURST_SLOTS];
   return n;
 }
 
-static void count_request(uint64_t now) {
+static void count_request(struct zkw_sweeper *sweeper, uint64_t now) {
   uint64_t slot = now / BURST_SLOT_MS;
-  for (uint64_t k = sweeper.burst_slot + 1; k <= slot && k <= sweeper.burst_slot + BURST_SLOTS; k++)
-    sweeper.burst[k % BURST_SLOTS] = 0;
-  if (slot > sweeper.burst_slot) sweeper.burst_slot = slot;
-  sweeper.burst[slot % BURST_SLOTS]++;
-  sweeper.jm_request_ms = now;
+  for (uint64_t k = sweeper->burst_slot + 1; k <= slot && k <= sweeper->burst_slot + BURST_SLOTS; k++)
+    sweeper->burst[k % BURST_SLOTS] = 0;
+  if (slot > sweeper->burst_slot) sweeper->burst_slot = slot;
+  sweeper->burst[slot % BURST_SLOTS]++;
+  sweeper->jm_request_ms = now;
 }
 
 static void learn(struct zkw_identity *id, uint64_t incarnation, int32_t type, int32_t flags,
@@ -161,19 +125,19 @@ static struct zkw_session *jm_session(struct zkw_identity *id) {
   return NULL;
 }
 
-static void free_items(struct items *l) {
+static void free_items(struct zkw_sweep_items *l) {
   for (size_t i = 0; i < l->n; i++)
     free(l->v[i].path);
   free(l->v);
-  *l = (struct items){0};
+  *l = (struct zkw_sweep_items){0};
 }
 
 /* Appends an item (takes path). Returns 0, or -ENOMEM (path freed). */
-static int items_push(struct items *l, char *path, bool read) {
+static int items_push(struct zkw_sweep_items *l, char *path, bool read) {
   if (!path) return -ENOMEM;
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 64;
-    struct item *v = zkw_realloc(l->v, cap * sizeof *v);
+    struct zkw_sweep_item *v = zkw_realloc(l->v, cap * sizeof *v);
     if (!v) {
       free(path);
       return -ENOMEM;
@@ -181,13 +145,13 @@ static int items_push(struct items *l, char *path, bool read) {
     l->v = v;
     l->cap = cap;
   }
-  l->v[l->n++] = (struct item){path, read};
+  l->v[l->n++] = (struct zkw_sweep_item){path, read};
   return 0;
 }
 
 /* Moves every item of from to the end of to, in order. Returns 0, or
  * -ENOMEM (what was not moved is freed with from). */
-static int items_join(struct items *to, struct items *from) {
+static int items_join(struct zkw_sweep_items *to, struct zkw_sweep_items *from) {
   int rc = 0;
   for (size_t i = 0; i < from->n && rc == 0; i++) {
     char *path = from->v[i].path;
@@ -198,9 +162,9 @@ static int items_join(struct items *to, struct items *from) {
   return rc;
 }
 
-static struct basis basis_of(struct zkw_identity *id, const struct zkw_session *s,
-                             const struct zkw_scope *trees) {
-  struct basis b = {.incarnation = zkw_identity_current(id), .session = s->session_id, .trees = *trees};
+static struct zkw_sweep_basis basis_of(struct zkw_identity *id, const struct zkw_session *s,
+                             const struct zkw_treeset *trees) {
+  struct zkw_sweep_basis b = {.incarnation = zkw_identity_current(id), .session = s->session_id, .trees = *trees};
   b.ndead = id->dead.ndead;
   for (int i = 0; i < b.ndead; i++) {
     const char *why;
@@ -210,7 +174,7 @@ static struct basis basis_of(struct zkw_identity *id, const struct zkw_session *
   return b;
 }
 
-static bool same_basis(const struct basis *a, const struct basis *b) {
+static bool same_basis(const struct zkw_sweep_basis *a, const struct zkw_sweep_basis *b) {
   if (a->incarnation != b->incarnation || a->session != b->session || a->ndead != b->ndead ||
       a->trees.count != b->trees.count)
     return false;
@@ -230,12 +194,12 @@ static bool jm_busy(const struct zkw_session *s) {
 }
 
 /* How many reads may be in flight now. */
-static int window(const struct sweep *sw, uint64_t now) {
+static int window(const struct zkw_sweep_pass *sw, uint64_t now) {
   if (jm_busy(sw->s)) return sw->inflight == 0 && now - sw->last_send_ms >= SWEEP_PACE_MS ? 1 : 0;
-  return now - sweeper.jm_request_ms >= SWEEP_CALM_MS ? SWEEP_WINDOW : 1;
+  return now - sw->id->sweeper.jm_request_ms >= SWEEP_CALM_MS ? SWEEP_WINDOW : 1;
 }
 
-static int push(struct sweep *sw, char *path, bool read) {
+static int push(struct zkw_sweep_pass *sw, char *path, bool read) {
   return items_push(&sw->stack, path, read);
 }
 
@@ -243,7 +207,7 @@ static int push(struct sweep *sw, char *path, bool read) {
  * next pass reads it again (takes path; read: getData, else getChildren2).
  * If it cannot be kept, the pass has lost track (broken): the next pass
  * walks the trees afresh, which finds it again. */
-static void again(struct sweep *sw, char *path, bool read) {
+static void again(struct zkw_sweep_pass *sw, char *path, bool read) {
   /* Once: a node a pass read twice (left by the last pass, and changed since)
    * is left once, so what is left never grows past what failed. */
   for (size_t i = 0; path && i < sw->redo.n; i++)
@@ -254,17 +218,17 @@ static void again(struct sweep *sw, char *path, bool read) {
   if (items_push(&sw->redo, path, read) != 0) sw->broken = true;
 }
 
-static void pump(struct sweep *sw);
-static void walk_done(struct sweep *sw);
+static void pump(struct zkw_sweep_pass *sw);
+static void walk_done(struct zkw_sweep_pass *sw);
 
 struct read_arg {
-  struct sweep *sw;
+  struct zkw_sweep_pass *sw;
   char *path;
 };
 
 /* A read node that is a candidate joins the batch: a zombie (its owner a
  * session of this identity proven dead), or a stale lock of this identity. */
-static void consider(struct sweep *sw, struct zkw_lock_check *c, bool lock_named) {
+static void consider(struct zkw_sweep_pass *sw, struct zkw_lock_check *c, bool lock_named) {
   if (c->owner == 0 || c->owner == sw->batch.session_id) return;
   bool stale = lock_named && c->tagged && strcmp(c->tag.identity, zkw_identity_name(sw->id)) == 0 &&
                !zkw_lockcheck_why_not(c, sw->batch.session_id, zkw_identity_current(sw->id));
@@ -279,7 +243,7 @@ static void consider(struct sweep *sw, struct zkw_lock_check *c, bool lock_named
 
 /* A read's reply: true when it read the node. One that failed (other than
  * NONODE: gone) is read again by the next pass. */
-static bool read_ok(struct sweep *sw, const char *step, const char *path, bool read,
+static bool read_ok(struct zkw_sweep_pass *sw, const char *step, const char *path, bool read,
                     const struct zkw_zk_result *r) {
   sw->inflight--;
   if (!zkw_sweep_step(&sw->batch, step, path, r->rc)) return false;
@@ -289,7 +253,7 @@ static bool read_ok(struct sweep *sw, const char *step, const char *path, bool r
 
 static void node_read(void *arg, const struct zkw_zk_result *r) {
   struct read_arg *a = arg;
-  struct sweep *sw = a->sw;
+  struct zkw_sweep_pass *sw = a->sw;
   struct zkw_lock_check c = {.path = a->path};
   free(a);
   if (read_ok(sw, "read the lock", c.path, true, r)) {
@@ -304,7 +268,7 @@ static void node_read(void *arg, const struct zkw_zk_result *r) {
 
 static void node_listed(void *arg, const struct zkw_zk_result *r) {
   struct read_arg *a = arg;
-  struct sweep *sw = a->sw;
+  struct zkw_sweep_pass *sw = a->sw;
   if (read_ok(sw, "list the children of", a->path, false, r)) {
     for (int i = 0; i < r->child_count; i++) {
       const char *name = r->children[i];
@@ -334,7 +298,7 @@ static void node_listed(void *arg, const struct zkw_zk_result *r) {
 
 /* Sends reads while the JobManager lets it; when there is nothing left (or
  * the bound is reached), the walk is over. */
-static void pump(struct sweep *sw) {
+static void pump(struct zkw_sweep_pass *sw) {
   if (sw->s->phase == ZKW_PHASE_CLOSING) sw->batch.lost = true; /* nothing more can be read with it */
   if (sw->id->stopping || sw->batch.lost) {
     if (sw->inflight == 0) walk_done(sw);
@@ -346,7 +310,7 @@ static void pump(struct sweep *sw) {
       sw->capped = true;
       break;
     }
-    struct item it = sw->stack.v[--sw->stack.n];
+    struct zkw_sweep_item it = sw->stack.v[--sw->stack.n];
     struct read_arg *a = zkw_malloc(sizeof *a);
     if (a) *a = (struct read_arg){sw, it.path};
     int rc = !a        ? -ENOMEM
@@ -376,7 +340,7 @@ static void deletes_wait(struct zkw_sweep_batch *b) {
 }
 
 /* A pass at the bound: said (the paths left go to the next pass). */
-static void report_capped(struct sweep *sw) {
+static void report_capped(struct zkw_sweep_pass *sw) {
   const char *identity = zkw_identity_name(sw->id);
   const char *next = sw->stack.n ? sw->stack.v[sw->stack.n - 1].path : "";
   zkw_log_warn("identity %s: sweep pass stopped at ZKWARDEN_SWEEP_MAX_NODES (%zu node(s) read); %zu path(s) "
@@ -390,15 +354,15 @@ static void report_capped(struct sweep *sw) {
 }
 
 /* The reads are over: what the pass covered, then its deletes. */
-static void walk_done(struct sweep *sw) {
+static void walk_done(struct zkw_sweep_pass *sw) {
   bool over = sw->batch.lost || sw->id->stopping;
   if (sw->capped && !over) report_capped(sw);
   /* A walk (begun from the trees, or going on from what the last one left)
    * that read every path it had: every node of the trees is read or left to
    * read again. */
   if (!sw->changes && !sw->capped && !sw->broken && !over) {
-    sweeper.walked = true;
-    sweeper.walked_basis = sw->basis;
+    sw->id->sweeper.walked = true;
+    sw->id->sweeper.walked_basis = sw->basis;
   }
   if (over) return pass_end(&sw->batch);
   zkw_sweepdel_start(&sw->batch);
@@ -406,7 +370,7 @@ static void walk_done(struct sweep *sw) {
 
 /* A candidate the delete phase could not settle (zkw_sweepdel.h again). */
 static int batch_again(struct zkw_sweep_batch *b, const struct zkw_lock_check *c) {
-  struct sweep *sw = (struct sweep *)((char *)b - offsetof(struct sweep, batch));
+  struct zkw_sweep_pass *sw = (struct zkw_sweep_pass *)((char *)b - offsetof(struct zkw_sweep_pass, batch));
   char *path = zkw_strdup(c->path);
   if (!path) return -ENOMEM;
   again(sw, path, true);
@@ -416,26 +380,26 @@ static int batch_again(struct zkw_sweep_batch *b, const struct zkw_lock_check *c
 /* What the pass leaves to the next one: the paths past the bound, then (read
  * first) those to read again. Returns how many, or -1 when none can be kept
  * (the next pass walks afresh). */
-static long keep_left(struct sweep *sw, bool over) {
+static long keep_left(struct zkw_sweep_pass *sw, bool over) {
   struct zkw_sweep_batch *b = &sw->batch;
   if (!over) /* candidates the delete phase did not take */
     for (size_t i = b->next; i < b->nfound; i++)
       if (batch_again(b, &b->found[i]) != 0) b->retry = true;
-  free_items(&sweeper.left);
+  free_items(&sw->id->sweeper.left);
   if (over || sw->broken || b->retry || items_join(&sw->stack, &sw->redo) != 0) {
-    sweeper.walked = false;
+    sw->id->sweeper.walked = false;
     free_items(&sw->stack);
     free_items(&sw->redo);
     return over ? 0 : -1;
   }
-  sweeper.left = sw->stack;
-  sweeper.left_basis = sw->basis;
-  sw->stack = (struct items){0};
-  return (long)sweeper.left.n;
+  sw->id->sweeper.left = sw->stack;
+  sw->id->sweeper.left_basis = sw->basis;
+  sw->stack = (struct zkw_sweep_items){0};
+  return (long)sw->id->sweeper.left.n;
 }
 
 static void pass_end(struct zkw_sweep_batch *b) {
-  struct sweep *sw = (struct sweep *)((char *)b - offsetof(struct sweep, batch));
+  struct zkw_sweep_pass *sw = (struct zkw_sweep_pass *)((char *)b - offsetof(struct zkw_sweep_pass, batch));
   struct zkw_identity *id = sw->id;
   const char *identity = zkw_identity_name(id);
   bool lost = b->lost, over = lost || id->stopping;
@@ -444,7 +408,7 @@ static void pass_end(struct zkw_sweep_batch *b) {
   /* Complete: a walk of every tree read every node, and nothing is left.
    * Only then do earlier incarnations' trees retire. */
   bool complete = !over && left == 0;
-  if (complete && sweeper.walked && same_basis(&sweeper.walked_basis, &sw->basis))
+  if (complete && id->sweeper.walked && same_basis(&id->sweeper.walked_basis, &sw->basis))
     zkw_registry_trees_walked(id, sw->basis.incarnation, &sw->basis.trees);
   ZKW_METRIC_SET(sweep_last_reads, (int64_t)sw->visited);
   ZKW_METRIC_SET(sweep_left, left > 0 ? left : 0);
@@ -453,8 +417,8 @@ static void pass_end(struct zkw_sweep_batch *b) {
     ZKW_METRIC_INC(sweep_change_passes);
   else
     ZKW_METRIC_INC(sweep_full_passes);
-  char trees[ZKW_SCOPE_TREES_MAX * ZKW_SCOPE_PATH_MAX], rest[SWEEP_REDO_TEXT] = "";
-  zkw_scope_format(&sw->basis.trees, trees, sizeof trees);
+  char trees[ZKW_TREESET_TREES_MAX * ZKW_TREESET_PATH_MAX], rest[SWEEP_REDO_TEXT] = "";
+  zkw_treeset_format(&sw->basis.trees, trees, sizeof trees);
   if (left > 0)
     snprintf(rest, sizeof rest,
              "; incomplete: %ld path(s) left for the next pass (%zu past ZKWARDEN_SWEEP_MAX_NODES, %zu to "
@@ -487,7 +451,7 @@ static void pass_end(struct zkw_sweep_batch *b) {
   free_items(&sw->redo);
   if (sw->s) zkw_session_unref(sw->s);
   free(sw);
-  sweeper.current = NULL;
+  id->sweeper.current = NULL;
   id->sweeping = false;
   if (!id->stopping) {
     if (lost || id->sweep_again)
@@ -504,28 +468,28 @@ static void pass_end(struct zkw_sweep_batch *b) {
 }
 
 /* Takes what the last pass left as this pass's stack. */
-static void take_left(struct sweep *sw) {
-  sw->stack = sweeper.left;
-  sweeper.left = (struct items){0};
+static void take_left(struct zkw_sweep_pass *sw) {
+  sw->stack = sw->id->sweeper.left;
+  sw->id->sweeper.left = (struct zkw_sweep_items){0};
   sw->continued = true;
 }
 
 /* The reads of a pass: what the last pass left (the same basis), then what
  * the watch kept since the last pass once a walk read every tree; else a
  * walk of the trees afresh. Returns 0 or -ENOMEM. */
-static int plan(struct sweep *sw) {
-  bool left = sweeper.left.n && same_basis(&sweeper.left_basis, &sw->basis);
-  if (left && !sweeper.walked) {
+static int plan(struct zkw_sweep_pass *sw) {
+  bool left = sw->id->sweeper.left.n && same_basis(&sw->id->sweeper.left_basis, &sw->basis);
+  if (left && !sw->id->sweeper.walked) {
     take_left(sw); /* a walk goes on */
     return 0;
   }
   char **paths;
   size_t n;
-  sw->changes = sweeper.walked && same_basis(&sweeper.walked_basis, &sw->basis) &&
-                zkw_sweepwatch_complete(sw->s, &sw->basis.trees) && zkw_sweepwatch_take(&paths, &n) == 0;
+  sw->changes = sw->id->sweeper.walked && same_basis(&sw->id->sweeper.walked_basis, &sw->basis) &&
+                zkw_sweepwatch_complete(sw->s, &sw->basis.trees) && zkw_sweepwatch_take(sw->id, &paths, &n) == 0;
   if (sw->changes) {
     if (left) take_left(sw);
-    free_items(&sweeper.left);
+    free_items(&sw->id->sweeper.left);
     int rc = 0;
     for (size_t i = 0; i < n; i++)
       if (rc == 0)
@@ -537,8 +501,8 @@ static int plan(struct sweep *sw) {
   }
   /* A walk afresh: it reads whatever was left. The watch first (in-band,
    * ahead of the reads), then the trees. */
-  free_items(&sweeper.left);
-  sweeper.walked = false;
+  free_items(&sw->id->sweeper.left);
+  sw->id->sweeper.walked = false;
   (void)zkw_sweepwatch_arm(sw->s, &sw->basis.trees);
   for (int i = sw->basis.trees.count - 1; i >= 0; i--)
     if (push(sw, zkw_strdup(sw->basis.trees.tree[i]), false) != 0) return -ENOMEM;
@@ -551,33 +515,33 @@ static void sweep_start(struct zkw_identity *id) {
   if (!zkw_identity_current(id)) return schedule_periodic(id);
   /* Reads and deletes go on the JobManager's session: wait for one. */
   struct zkw_session *s = jm_session(id);
-  struct zkw_scope trees;
-  int left = zkw_identity_own_trees(id, &trees);
+  struct zkw_treeset trees;
+  int left = zkw_owntrees_of(id, &trees);
   uint64_t now = now_ms();
   if (!s) return schedule(id, SWEEP_NO_JM_MS);
   zkw_sweepwatch_ask(s); /* while the pass waits for a burst to end, the server's version comes */
   if (left)
     zkw_log_info("identity %s: sweep: %d tree(s) of earlier incarnations find no room beside the operator's "
                  "and the current incarnation's (%d in all): not read",
-                 zkw_identity_name(id), left, ZKW_SCOPE_TREES_MAX);
+                 zkw_identity_name(id), left, ZKW_TREESET_TREES_MAX);
   if (!trees.count) { /* they come with the JobManager's first creates */
     zkw_log_debug("identity %s: sweep: no own tree known yet", zkw_identity_name(id));
-    if (sweeper.first_since && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS)
+    if (id->sweeper.first_since && now - id->sweeper.first_since < SWEEP_FIRST_WAIT_MS)
       return schedule(id, SWEEP_NO_JM_MS);
-    sweeper.first_since = 0;
+    id->sweeper.first_since = 0;
     return schedule_periodic(id);
   }
   /* A new incarnation's first pass waits for its recovery burst to end. */
-  if (sweeper.first_since) {
+  if (id->sweeper.first_since) {
     bool burst =
-        now - sweeper.first_since < SWEEP_QUIET_MS || recent_requests(now / BURST_SLOT_MS) > SWEEP_QUIET_MAX;
-    if (burst && now - sweeper.first_since < SWEEP_FIRST_WAIT_MS) return schedule(id, BURST_SLOT_MS);
-    sweeper.first_since = 0;
+        now - id->sweeper.first_since < SWEEP_QUIET_MS || recent_requests(&id->sweeper, now / BURST_SLOT_MS) > SWEEP_QUIET_MAX;
+    if (burst && now - id->sweeper.first_since < SWEEP_FIRST_WAIT_MS) return schedule(id, BURST_SLOT_MS);
+    id->sweeper.first_since = 0;
   }
   /* The first walk on a connection sets the watch once its server said it
    * takes it: that answer is a moment away. */
   if (zkw_sweepwatch_answer_due(s, uv_now(id->srv->loop))) return schedule(id, SWEEP_VERSION_MS);
-  struct sweep *sw = zkw_calloc(1, sizeof *sw);
+  struct zkw_sweep_pass *sw = zkw_calloc(1, sizeof *sw);
   if (!sw) {
     zkw_log_warn("identity %s: out of memory starting a sweep; trying again in %d ms", zkw_identity_name(id),
                  SWEEP_NO_JM_MS);
@@ -595,7 +559,7 @@ static void sweep_start(struct zkw_identity *id) {
                                        .again = batch_again};
   zkw_session_ref(s); /* until the pass ends */
   id->sweeping = true;
-  sweeper.current = sw;
+  id->sweeper.current = sw;
   if (plan(sw) != 0) {
     zkw_lockcheck_step_failed(s, ZKW_HISTORY_SWEEP, "plan (out of memory) the sweep of", trees.tree[0],
                               ZSYSTEMERROR, NULL);
@@ -606,7 +570,7 @@ static void sweep_start(struct zkw_identity *id) {
 
 static void sweep_wait_cb(uv_timer_t *t) {
   struct zkw_identity *id = t->data;
-  struct sweep *sw = sweeper.current;
+  struct zkw_sweep_pass *sw = id->sweeper.current;
   if (sw && sw->id == id && sw->batch.deleting)
     zkw_sweepdel_next(&sw->batch);
   else if (sw && sw->id == id)
@@ -616,8 +580,8 @@ static void sweep_wait_cb(uv_timer_t *t) {
 }
 
 void zkw_sweep_soon(struct zkw_identity *id) {
-  sweeper.began = true;
-  sweeper.first_since = now_ms();
+  id->sweeper.began = true;
+  id->sweeper.first_since = now_ms();
   if (id->sweeping) {
     id->sweep_again = true; /* a new incarnation: look again once this pass ends */
     return;
@@ -630,11 +594,11 @@ void zkw_sweep_soon(struct zkw_identity *id) {
 void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *req) {
   struct zkw_identity *id = s->srv->policy;
   if (!id || id->disabled) return;
-  count_request(now_ms());
+  count_request(&id->sweeper, now_ms());
   zkw_sweepwatch_on_request(s, req);
   /* A current incarnation re-attached through this sidecar (restarted):
    * its passes begin with its first request here. */
-  if (!sweeper.began) zkw_sweep_soon(id);
+  if (!id->sweeper.began) zkw_sweep_soon(id);
   uint64_t incarnation = zkw_sc(s)->incarnation;
   if (req->type != ZKW_OP_MULTI) return learn(id, incarnation, req->type, req->op.flags, req->op.path);
   struct zkw_multi_iter it = zkw_multi_iter(req->op.ops);
@@ -643,21 +607,21 @@ void zkw_sweep_on_jm_request(struct zkw_session *s, const struct zkw_request *re
     learn(id, incarnation, op.type, op.flags, op.path);
 }
 
-void zkw_sweep_stop(void) {
+void zkw_sweep_stop(struct zkw_identity *id) {
   /* A pass waiting on the sweep timer (the JobManager busy, the deletes
    * waiting for a lock request) with nothing in flight is never called
    * again once the identity closed that timer: it ends here (its session
    * reference, stack and candidates freed). One with a read or delete in
    * flight ends in that request's callback, which the session's close
    * calls. */
-  struct sweep *sw = sweeper.current;
+  struct zkw_sweep_pass *sw = id->sweeper.current;
   if (sw && sw->id->stopping && sw->inflight == 0 && sw->batch.inflight == 0) {
     if (sw->batch.deleting)
       zkw_sweepdel_next(&sw->batch);
     else
       pump(sw);
   }
-  free_items(&sweeper.left);
-  sweeper.walked = false;
-  zkw_sweepwatch_reset();
+  free_items(&id->sweeper.left);
+  id->sweeper.walked = false;
+  zkw_sweepwatch_reset(id);
 }

@@ -1,10 +1,10 @@
-/* zkw_fence.c: closing a superseded session on a connection of zkwarden's
+/* zkw_fenceconn.c: closing a superseded session on a connection of zkwarden's
  * own, on the loop thread: ConnectRequest with the session's id and
  * password, then (unless cancelled meanwhile) the digest auth if any and
  * closeSession, and the server's reply to it. A server that refuses, closes
  * or does not answer within attempt_ms is left for the next one; after a
  * round without an answer the next begins 100 ms later, until timeout_ms. */
-#include "zkw_fence.h"
+#include "zkw_fenceconn.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -19,17 +19,17 @@
 #define ROUND_PAUSE_MS 100
 #define CLOSE_XID      1
 
-static void next_server(struct zkw_fence *f);
+static void next_server(struct zkw_fenceconn *f);
 static void pause_cb(uv_timer_t *t);
 
 /* Once the outcome is known and every callback has come: the report. */
-static void maybe_report(struct zkw_fence *f) {
+static void maybe_report(struct zkw_fenceconn *f) {
   if (!f->ending || f->open) return;
   f->cb(f, f->result, f->arg); /* the password was wiped by end() */
 }
 
 static void closed_cb(uv_handle_t *h) {
-  struct zkw_fence *f = h->data;
+  struct zkw_fenceconn *f = h->data;
   if (h == (uv_handle_t *)&f->tcp) f->tcp_open = false;
   f->open--;
   if (f->ending) {
@@ -39,13 +39,13 @@ static void closed_cb(uv_handle_t *h) {
   next_server(f); /* only the connection of a failed attempt closes before the end */
 }
 
-static void close_tcp(struct zkw_fence *f) {
+static void close_tcp(struct zkw_fenceconn *f) {
   if (f->tcp_open && !uv_is_closing((uv_handle_t *)&f->tcp)) uv_close((uv_handle_t *)&f->tcp, closed_cb);
 }
 
 /* The outcome: everything open is closed, then cb. The connection goes
  * without closeSession unless one was sent. */
-static void end(struct zkw_fence *f, enum zkw_fence_result result, const char *detail) {
+static void end(struct zkw_fenceconn *f, enum zkw_fenceconn_result result, const char *detail) {
   if (f->ending) return;
   f->ending = true;
   f->result = result;
@@ -58,7 +58,7 @@ static void end(struct zkw_fence *f, enum zkw_fence_result result, const char *d
 }
 
 /* This server did not do: the next one, once its connection is closed. */
-static void attempt_failed(struct zkw_fence *f, const char *what) {
+static void attempt_failed(struct zkw_fenceconn *f, const char *what) {
   if (f->ending) return;
   snprintf(f->detail, sizeof f->detail, "%.100s: %.50s", f->server, what);
   if (f->closing_sent) {
@@ -78,14 +78,14 @@ static void attempt_failed(struct zkw_fence *f, const char *what) {
 }
 
 static void attempt_timeout_cb(uv_timer_t *t) {
-  struct zkw_fence *f = t->data;
+  struct zkw_fenceconn *f = t->data;
   char what[64];
   snprintf(what, sizeof what, "no answer within %u ms", f->attempt_ms);
   attempt_failed(f, what);
 }
 
 static void deadline_cb(uv_timer_t *t) {
-  struct zkw_fence *f = t->data;
+  struct zkw_fenceconn *f = t->data;
   char detail[sizeof f->detail];
   snprintf(detail, sizeof detail, "no server closed the session within %d ms (last: %.100s)", f->timeout_ms,
            f->detail[0] ? f->detail : "none tried");
@@ -93,13 +93,13 @@ static void deadline_cb(uv_timer_t *t) {
 }
 
 static void write_cb(uv_write_t *req, int status) {
-  struct zkw_fence *f = req->data;
+  struct zkw_fenceconn *f = req->data;
   f->open--;
   if (f->ending) return maybe_report(f);
   if (status < 0 && status != UV_ECANCELED) attempt_failed(f, uv_strerror(status));
 }
 
-static int send_frames(struct zkw_fence *f, uv_write_t *req, uint8_t *p, size_t len) {
+static int send_frames(struct zkw_fenceconn *f, uv_write_t *req, uint8_t *p, size_t len) {
   if (ZKW_FAULT_AT(write, ZKW_FAULT_WHERE, req == &f->write_attach ? "fence-attach" : "fence-close"))
     return UV_EPIPE;
   uv_buf_t b = uv_buf_init((char *)p, (unsigned)len);
@@ -111,7 +111,7 @@ static int send_frames(struct zkw_fence *f, uv_write_t *req, uint8_t *p, size_t 
 
 /* The session is confirmed: closeSession (after the digest auth, if any),
  * unless the session was attached again meanwhile. */
-static void close_session(struct zkw_fence *f) {
+static void close_session(struct zkw_fenceconn *f) {
   if (f->cancel) return end(f, ZKW_FENCE_CANCELLED, NULL);
   size_t n = 0, len = 0;
   int rc = ZKW_OK;
@@ -131,7 +131,7 @@ static void close_session(struct zkw_fence *f) {
 }
 
 /* One whole frame from the server. Returns false when the attempt is over. */
-static bool on_frame(struct zkw_fence *f, const uint8_t *body, size_t len) {
+static bool on_frame(struct zkw_fenceconn *f, const uint8_t *body, size_t len) {
   if (ZKW_FAULT_AT(reply, ZKW_FAULT_WHERE, f->closing_sent ? "fence-reply" : "fence-ConnectResponse") &&
       len > 8)
     len = 8; /* cut: it does not decode */
@@ -172,13 +172,13 @@ static bool on_frame(struct zkw_fence *f, const uint8_t *body, size_t len) {
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
-  struct zkw_fence *f = h->data;
+  struct zkw_fenceconn *f = h->data;
   *buf = uv_buf_init((char *)f->in + f->in_len, (unsigned)(sizeof f->in - f->in_len));
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
-  struct zkw_fence *f = st->data;
+  struct zkw_fenceconn *f = st->data;
   if (f->ending || nread == 0) return;
   if (nread < 0) {
     uv_read_stop(st);
@@ -204,7 +204,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
 }
 
 static void connect_cb(uv_connect_t *req, int status) {
-  struct zkw_fence *f = req->data;
+  struct zkw_fenceconn *f = req->data;
   f->open--;
   if (f->ending) return maybe_report(f);
   if (status == UV_ECANCELED) return;
@@ -222,7 +222,7 @@ static void connect_cb(uv_connect_t *req, int status) {
 }
 
 static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
-  struct zkw_fence *f = req->data;
+  struct zkw_fenceconn *f = req->data;
   f->open--;
   f->resolving = false;
   if (f->abandoned && !f->ending) { /* its attempt timed out meanwhile */
@@ -249,7 +249,7 @@ static void resolve_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res) 
 }
 
 /* The next server of hosts, or after a whole round a pause. */
-static void next_server(struct zkw_fence *f) {
+static void next_server(struct zkw_fenceconn *f) {
   if (f->ending) return;
   if (f->cancel) return end(f, ZKW_FENCE_CANCELLED, NULL);
   const char *p = f->hosts + f->next;
@@ -280,7 +280,7 @@ static void pause_cb(uv_timer_t *t) {
   next_server(t->data);
 }
 
-int zkw_fence_start(uv_loop_t *loop, struct zkw_fence *f, zkw_fence_cb cb, void *arg) {
+int zkw_fenceconn_start(uv_loop_t *loop, struct zkw_fenceconn *f, zkw_fenceconn_cb cb, void *arg) {
   const char *route = zkw_tls_route(f->hosts); /* the internal relay under TLS */
   if (route != f->hosts) snprintf(f->hosts, sizeof f->hosts, "%s", route);
   if (!f->hosts[0] || f->timeout_ms <= 0) return UV_EINVAL;
@@ -300,12 +300,12 @@ int zkw_fence_start(uv_loop_t *loop, struct zkw_fence *f, zkw_fence_cb cb, void 
   return 0;
 }
 
-void zkw_fence_cancel(struct zkw_fence *f) {
+void zkw_fenceconn_cancel(struct zkw_fenceconn *f) {
   f->cancel = true;
   if (!f->closing_sent) end(f, ZKW_FENCE_CANCELLED, NULL);
 }
 
-const char *zkw_fence_result_name(enum zkw_fence_result r) {
+const char *zkw_fenceconn_result_name(enum zkw_fenceconn_result r) {
   switch (r) {
   case ZKW_FENCE_CLOSED:
     return "closed";
