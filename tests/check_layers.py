@@ -8,9 +8,17 @@ defines (read with nm from the build directory's objects of the current
 sources). The check fails on any cycle (a strongly connected component of
 more than one module) and on any edge from a lower layer to a higher one.
 The layer is the folder:
-  protocol/, proxy/base/  <  proxy/relay/  <  proxy/sidecar/  <  proxy/ops/  <  proxy/main.c
+  protocol/, proxy/base/  <  proxy/relay/  <  proxy/client/  <  proxy/sidecar/  <  proxy/ops/  <  proxy/main.c
 and beside them proxy/keeper/ (zkwarden-keeper), which may use base alone
 and which nothing else uses.
+The sidecar's rooms are floors of their own (SIDECAR_FLOORS): its shared
+files (the audit history, the rewrites) < identity/ < fencing/ < cleanup/ <
+its hooks (zkw_sidecar, zkw_incarnation). A module uses one of a lower floor
+only through that room's named headers (ROOM_HEADERS; from ops/ and main.c
+too), never one of a higher floor or a sibling's other files. Each folder
+under proxy/sidecar/ (itself included) holds at most MAX_ROOM_SOURCES
+source files and stands on at most MAX_ROOM_FLOORS floors of includes
+among its own modules (the longest chain of includes within it).
 The ops layer and main read a relay session (struct zkw_session) through
 the relay's getters (zkw_session_*() in zkw_relay.h) only: a field read
 through a variable declared `struct zkw_session *` in proxy/ops/ or
@@ -25,9 +33,20 @@ import subprocess
 import sys
 from collections import defaultdict
 
-LAYERS = ["base", "relay", "sidecar", "ops", "main"]
+LAYERS = ["base", "relay", "client", "sidecar", "ops", "main"]
 APART = "keeper"  # its own program: it uses base only, and nothing uses it
 MAX_LINES = 800
+# The sidecar's floors, lowest first: a room (a sub-folder) or named files at its top.
+SIDECAR_FLOORS = [("shared", {"zkw_history", "zkw_rewrite"}), ("identity", None), ("fencing", None),
+                  ("cleanup", None), ("hooks", {"zkw_sidecar", "zkw_incarnation"})]
+# What a room offers the floors above it (and ops/, main.c): its other files are its own.
+ROOM_HEADERS = {
+    "identity": {"zkw_identity", "zkw_registry", "zkw_owntrees", "zkw_record", "zkw_regtrust"},
+    "fencing": {"zkw_fencing"},
+    "cleanup": {"zkw_reclaim", "zkw_sweep", "zkw_sweepwatch"},
+}
+MAX_ROOM_SOURCES = 8
+MAX_ROOM_FLOORS = 5
 
 
 def layer_of_path(rel):
@@ -39,6 +58,32 @@ def layer_of_path(rel):
     if parts[1] in LAYERS or parts[1] == APART:
         return parts[1]
     raise SystemExit("check_layers: %s is in no layer folder" % rel)
+
+
+def sidecar_floor(rel, module):
+    """(floor index, room or None) of a file of proxy/sidecar/, or None for
+    any other file."""
+    parts = rel.split("/")
+    if parts[0] != "proxy" or len(parts) < 3 or parts[1] != "sidecar":
+        return None
+    for i, (name, members) in enumerate(SIDECAR_FLOORS):
+        if len(parts) == 4 and members is None and parts[2] == name:
+            return i, name
+        if len(parts) == 3 and members is not None and module in members:
+            return i, None
+    raise SystemExit("check_layers: %s is on no floor of the sidecar (SIDECAR_FLOORS)" % rel)
+
+
+def longest_chain(nodes, edges):
+    """The number of modules on the longest chain of edges among nodes (a DAG)."""
+    memo = {}
+
+    def depth(v):
+        if v not in memo:
+            memo[v] = 0
+            memo[v] = 1 + max([depth(w) for w in edges.get(v, ()) if w in nodes] + [0])
+        return memo[v]
+    return max([depth(v) for v in nodes] + [0])
 
 
 def strongly_connected(nodes, edges):
@@ -74,7 +119,7 @@ def strongly_connected(nodes, edges):
 
 def main():
     repo, build = sys.argv[1], sys.argv[2]
-    files, layer, sources = defaultdict(list), {}, set()
+    files, layer, sources, floor, folder = defaultdict(list), {}, set(), {}, {}
     for d in ("protocol", "proxy"):
         for root, _, names in os.walk(os.path.join(repo, d)):
             for f in names:
@@ -83,6 +128,10 @@ def main():
                     rel = os.path.relpath(os.path.join(root, f), repo)
                     files[m].append(os.path.join(root, f))
                     layer[m] = layer_of_path(rel)
+                    folder[m] = os.path.dirname(rel)
+                    on_floor = sidecar_floor(rel, m)
+                    if on_floor:
+                        floor[m] = on_floor
                     if f.endswith(".c"):
                         sources.add(rel)
     too_long = []
@@ -110,7 +159,7 @@ def main():
                         field_reads.append((rel, number, name, mm.group(1)))
     for rel, number, name, field in field_reads:
         print("session field read: %s:%d: %s->%s (use the relay's getter)" % (rel, number, name, field))
-    edges = defaultdict(set)
+    edges, includes = defaultdict(set), defaultdict(set)
     for m, paths in files.items():
         for path in paths:
             with open(path) as fh:
@@ -120,6 +169,7 @@ def main():
                         b = os.path.basename(mm.group(1))
                         if b in files and b != m:
                             edges[m].add(b)
+                            includes[m].add(b)
     # CMakeFiles/<target>.dir/<source path>.o, for the current sources only.
     objs = {}
     for root, _, names in os.walk(build):
@@ -163,10 +213,35 @@ def main():
     upward = [(a, b) for a in sorted(edges) for b in sorted(edges[a]) if against(layer[a], layer[b])]
     for a, b in upward:
         print("upward: %s (%s) -> %s (%s)" % (a, layer[a], b, layer[b]))
+    # The sidecar's floors and rooms.
+    rooms = []
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            if b not in floor:
+                continue
+            (fb, room_b), fa = floor[b], floor.get(a)
+            if fa and fa[0] < fb:
+                rooms.append("upward in the sidecar: %s (%s) -> %s (%s)" % (a, folder[a], b, folder[b]))
+            elif room_b and folder[a] != folder[b] and b not in ROOM_HEADERS[room_b]:
+                rooms.append("into a room: %s (%s) -> %s, which %s/ does not offer (ROOM_HEADERS)"
+                             % (a, folder[a], b, room_b))
+    sidecar_folders = sorted({folder[m] for m in floor})
+    for d in sidecar_folders:
+        members = {m for m in floor if folder[m] == d}
+        n_sources = sum(1 for src in sources if os.path.dirname(src) == d)
+        chain = longest_chain(members, includes)
+        print("%s: %d source files, %d floors of includes" % (d, n_sources, chain))
+        if n_sources > MAX_ROOM_SOURCES:
+            rooms.append("%s holds %d source files (at most %d)" % (d, n_sources, MAX_ROOM_SOURCES))
+        if chain > MAX_ROOM_FLOORS:
+            rooms.append("%s stands on %d floors of includes (at most %d)" % (d, chain, MAX_ROOM_FLOORS))
+    for r in rooms:
+        print(r)
     print("modules %d, edges %d, cycles %d, upward edges %d, files over %d lines %d, session field reads in "
-          "ops %d" % (len(files), sum(len(v) for v in edges.values()), len(cycles), len(upward), MAX_LINES,
-                      len(too_long), len(field_reads)))
-    return 1 if cycles or upward or too_long or field_reads else 0
+          "ops %d, sidecar floor or room faults %d" % (len(files), sum(len(v) for v in edges.values()), len(cycles),
+                                                      len(upward), MAX_LINES, len(too_long), len(field_reads),
+                                                      len(rooms)))
+    return 1 if cycles or upward or too_long or field_reads or rooms else 0
 
 
 if __name__ == "__main__":

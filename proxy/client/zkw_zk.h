@@ -1,5 +1,8 @@
 /* zkw_zk.h: zkwarden's own ZooKeeper session, on libzookeeper_mt, bridged
- * to the libuv loop.
+ * to the libuv loop. In proxy/client/, below the policy: the registry
+ * (sidecar/identity/), the lock report and `zkwarden locks` (ops/) share it;
+ * its one call upward of base is zkw_tls_route (the relay's internal
+ * plaintext relay under TLS).
  *
  * libzookeeper_mt calls completions and watchers on its own threads. Here
  * every completion copies its result into an operation record and queues it;

@@ -2,8 +2,8 @@
  * sessions: the sidecar's session hooks (a re-attach, the request that acts
  * as the JobManager, a closing connection), sessions adopted once the
  * identity is owned, the registry session's events, start and stop. The
- * registry itself is zkw_registry.c (and zkw_regacl.c), the fences and
- * orphans zkw_fencing.c; this file is above both. */
+ * registry itself is identity/zkw_registry.c (and zkw_regacl.c), the fences
+ * and orphans fencing/zkw_fencing.c; this file is above both rooms. */
 #include "zkw_incarnation.h"
 
 #include <inttypes.h>

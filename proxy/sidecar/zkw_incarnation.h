@@ -1,9 +1,9 @@
-/* zkw_incarnation.h: this sidecar's JobManager identity, its registry record,
- * incarnations, fencing and orphaned sessions (docs/how-it-works.md:
- * Identities, tags and reclaim; The registry). What other modules include;
- * the state is zkw_identity.h, the registry zkw_registry.h (and
- * zkw_regacl.h), fences and orphans zkw_fencing.h, the session hooks and
- * start/stop here (zkw_incarnation.c).
+/* zkw_incarnation.h: where this sidecar's JobManager identity meets the
+ * sessions: its start and stop, and the session hooks where an incarnation
+ * begins and ends (docs/how-it-works.md: Identities, tags and reclaim; The
+ * registry). On the sidecar's top floor, above its rooms: the identity's
+ * state and registry (identity/: zkw_identity.h, zkw_registry.h), fences and
+ * orphans (fencing/: zkw_fencing.h).
  *
  * The registry lives in ZooKeeper under ZKWARDEN_REGISTRY_ROOT:
  *   <root>/identities/<identity>        the record (zkw_record.h), persistent

@@ -1,8 +1,8 @@
 /* zkw_sidecar.h: the sidecar policy as a hooks table (zkw_hooks.h).
  *
- * zkw_sidecar.c answers the relay's calls with the identity (zkw_identity:
- * incarnations, registry, fencing), the tags (zkw_rewrite), the lock barrier
- * and reclaim (zkw_reclaim), and the /zookeeper/config rewrite; main.c hands
+ * zkw_sidecar.c answers the relay's calls with the identity (zkw_incarnation
+ * over the rooms identity/ and fencing/), the tags (zkw_rewrite), the lock
+ * barrier, reclaim and sweeps (cleanup/), and the /zookeeper/config rewrite; main.c hands
  * zkw_sidecar_hooks to the server with the identity as its policy context.
  * Operations (admin, health) read the policy through the getters here. */
 #ifndef ZKW_SIDECAR_H

@@ -34,7 +34,7 @@ NUM_RETAINED = 10
 LEADER_TARGET_MS = 1000
 # Scenario 2b: a new sidecar whose predecessor died waits for the dead one's
 # registry session to expire before it owns the identity and may fence. zkwarden
-# asks for this timeout (ZKW_REGISTRY_SESSION_MS in proxy/sidecar/zkw_registry.h); the
+# asks for this timeout (ZKW_REGISTRY_SESSION_MS in proxy/sidecar/identity/zkw_registry.h); the
 # servers clamp it to [minSessionTimeout, maxSessionTimeout]. The bound on
 # leadership is what the server granted plus this margin.
 REGISTRY_SESSION_REQUESTED_MS = 4000

@@ -1,4 +1,7 @@
-/* zkw_fencing.h: fences and orphans of the identity (zkw_fencing.c). */
+/* zkw_fencing.h: fences and orphans of the identity (zkw_fencing.c), the
+ * header the fencing room offers the floors above it (cleanup/ and the
+ * sidecar's hooks). Below it: the identity room (zkw_registry.h) and the
+ * fence connection (proxy/client/zkw_fenceconn.h). */
 #ifndef ZKW_FENCING_H
 #define ZKW_FENCING_H
 

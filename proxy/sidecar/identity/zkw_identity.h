@@ -1,9 +1,14 @@
 /* zkw_identity.h: the state of this sidecar's JobManager identity (struct
- * zkw_identity) and the sidecar's block of each session (struct
- * zkw_sc_session), with no functions of its own. The identity's files share
- * it: zkw_registry.c and zkw_regacl.c (the registry), zkw_fencing.c (fences
- * and orphans), zkw_incarnation.c (the session hooks); it is a header of its
- * own so that none of them has to include another's to see the struct. */
+ * zkw_identity: its registry, fences, orphans, sweep and the sweep's watch,
+ * so that one process could hold several) and the sidecar's block of each
+ * session (struct zkw_sc_session), and what the rest asks of the identity
+ * (zkw_identity.c: its state, current incarnation, mode and dead sessions).
+ *
+ * The bottom of the sidecar's rooms (sidecar/identity/, below fencing/ and
+ * cleanup/): every room reads the struct through this header, so none has to
+ * include another's to see it; each room's files change only their own
+ * fields. It includes nothing of the sidecar above this room: the fence in
+ * flight is proxy/client/'s zkw_fenceconn, the sweep's state plain data. */
 #ifndef ZKW_IDENTITY_H
 #define ZKW_IDENTITY_H
 

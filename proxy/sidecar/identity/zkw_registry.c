@@ -3,10 +3,10 @@
  * the dead list) and the owner's periodic check, plus the two lists of
  * sessions that wait on the registry (waiting for the fence, writers).
  *
- * It is the lowest of the identity's files: it calls neither the fencing
- * (zkw_fencing.c) nor the session hooks (zkw_incarnation.c); when the record is
- * loaded it tells them through id->on_record_loaded. The registry ACLs are
- * zkw_regacl.c. Everything runs on the loop thread; a session referenced by
+ * It is in the sidecar's lowest room (identity/): it calls neither the
+ * fencing (fencing/zkw_fencing.c) nor the session hooks (zkw_incarnation.c);
+ * when the record is loaded it tells them through id->on_record_loaded. The
+ * registry ACLs are zkw_regacl.c. Everything runs on the loop thread; a session referenced by
  * a pending registry step holds a reference (zkw_session_ref), so it is
  * never freed under a callback. */
 #include "zkw_registry.h"

@@ -1,8 +1,8 @@
 /* zkw_registry.h: the identity's registry in ZooKeeper (zkw_registry.c):
- * the claim of the identity, its record, the owner's check, and the lists
- * of sessions waiting on them. The functions named zkw_identity_* are what
- * the rest of the sidecar asks of the identity; zkw_registry_* are shared
- * with zkw_fencing.c and zkw_incarnation.c only. */
+ * the claim of the identity, its record, the owner's check, the own trees
+ * it writes, and the lists of sessions waiting on them. One of the headers
+ * the identity room offers the floors above it (fencing/, cleanup/ and the
+ * sidecar's hooks); what they only read of the identity is zkw_identity.h. */
 #ifndef ZKW_REGISTRY_H
 #define ZKW_REGISTRY_H
 

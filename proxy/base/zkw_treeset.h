@@ -1,6 +1,9 @@
-/* zkw_treeset.h: an identity's own trees, the subtrees of the lock roots where
- * its JobManager creates its ephemerals (leader latch, connection_info,
- * locks), and nothing else: what the sweep and the lock report read.
+/* zkw_treeset.h: a set of trees below the lock roots, the shape of an
+ * identity's own trees (the subtrees of the lock roots where its JobManager
+ * creates its ephemerals: leader latch, connection_info, locks; and nothing
+ * else): what the sweep and the lock report read. In base/ beside the lock
+ * rules (zkw_lockrule.h) it stands on: the record, the identity, the sweep
+ * and the lock report all hold one.
  *
  * Learned from the JobManager's own creates: the parent of each ephemeral it
  * creates under a lock root joins the trees, merged with a tree under the
