@@ -63,7 +63,7 @@ static enum zkw_treeset_change append(struct zkw_treeset *sc, const char *p, siz
 }
 
 enum zkw_treeset_change zkw_treeset_learn(struct zkw_treeset *sc, const struct zkw_lock_roots *roots,
-                                      struct zkw_bytes path) {
+                                          struct zkw_bytes path) {
   if (path.len <= 1 || path.p[0] != '/') return ZKW_TREESET_REFUSED;
   const char *p = (const char *)path.p;
   size_t n = (size_t)path.len;
@@ -89,7 +89,7 @@ enum zkw_treeset_change zkw_treeset_learn(struct zkw_treeset *sc, const struct z
 }
 
 enum zkw_treeset_change zkw_treeset_add(struct zkw_treeset *sc, const struct zkw_lock_roots *roots,
-                                    const char *tree) {
+                                        const char *tree) {
   size_t n = strlen(tree);
   size_t rl = root_of(roots, tree, n);
   if (rl == 0 || n <= rl || n >= ZKW_TREESET_PATH_MAX || tree[n - 1] == '/') return ZKW_TREESET_REFUSED;

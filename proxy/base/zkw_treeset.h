@@ -49,11 +49,11 @@ enum zkw_treeset_change {
  * create inside multi, ephemeral, under one of roots): its parent joins the
  * trees (ZKW_TREESET_FULL past ZKW_TREESET_LEARNED_MAX trees). */
 enum zkw_treeset_change zkw_treeset_learn(struct zkw_treeset *sc, const struct zkw_lock_roots *roots,
-                                      struct zkw_bytes path);
+                                          struct zkw_bytes path);
 /* Adds a tree as it is (a record's, an operator's), if it lies at least one
  * level below one of roots; a tree below it goes, one above it keeps it. */
 enum zkw_treeset_change zkw_treeset_add(struct zkw_treeset *sc, const struct zkw_lock_roots *roots,
-                                    const char *tree);
+                                        const char *tree);
 /* True if path is one of the trees or below one (component boundary). */
 bool zkw_treeset_covers(const struct zkw_treeset *sc, const char *path, size_t len);
 /* The trees as "a,b" (for logs and reports). */

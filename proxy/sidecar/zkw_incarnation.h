@@ -28,7 +28,8 @@
 
 /* Starts the registry session and the claim. Returns 0 or an error (logged;
  * the proxy then relays without identity features). */
-int zkw_incarnation_start(struct zkw_identity *id, struct zkw_server *srv) __attribute__((warn_unused_result));
+int zkw_incarnation_start(struct zkw_identity *id, struct zkw_server *srv)
+    __attribute__((warn_unused_result));
 /* Stops timers and handles (the loop can end); zkw_incarnation_finish after
  * the loop closes the registry session, which removes the owner node. */
 void zkw_incarnation_stop(struct zkw_identity *id);

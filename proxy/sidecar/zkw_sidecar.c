@@ -179,7 +179,7 @@ static void on_close(struct zkw_session *s) {
 static void on_stop(void *policy) {
   if (!policy) return;
   zkw_incarnation_stop(policy); /* stopping: the sweep's timer is closed, a pass ends at its next step */
-  zkw_sweep_stop(policy);          /* ends a pass that waits on that timer */
+  zkw_sweep_stop(policy);       /* ends a pass that waits on that timer */
 }
 
 const struct zkw_hooks zkw_sidecar_hooks = {

@@ -65,7 +65,8 @@ static void test_what_is_not_learned(void) {
   struct zkw_lock_roots roots = roots_of("/flink,/other/root");
   struct zkw_treeset sc = {0};
   ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/elsewhere/x/y")), ZKW_TREESET_REFUSED); /* outside the roots */
-  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/latch-1")), ZKW_TREESET_REFUSED); /* its parent is a root */
+  ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flink/latch-1")),
+            ZKW_TREESET_REFUSED); /* its parent is a root */
   ASSERT_EQ(zkw_treeset_learn(&sc, &roots, B("/flinkx/a/b")), ZKW_TREESET_REFUSED);
   ASSERT_EQ(sc.count, 0);
   /* Under the deeper root of two. */
@@ -188,7 +189,7 @@ static void test_record_trees_only_while_trusted(void) {
   snprintf(icfg.registry_auth, sizeof icfg.registry_auth, "zkw:pw");
   struct zkw_treeset rec = {0}, own;
   ASSERT_EQ(zkw_treeset_add(&rec, &icfg.lock_roots, "/flink/other-cluster"), ZKW_TREESET_CHANGED);
-  id.record_trust = ZKW_TRUST_PENDING;         /* read, not judged yet */
+  id.record_trust = ZKW_TRUST_PENDING;          /* read, not judged yet */
   ASSERT_TRUE(!zkw_owntrees_loaded(&id, &rec)); /* the record holds what this instance writes */
   ASSERT_EQ(zkw_owntrees_of(&id, &own), 0);
   ASSERT_EQ(own.count, 0);

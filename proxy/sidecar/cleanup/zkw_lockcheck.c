@@ -91,8 +91,7 @@ void zkw_lockcheck_would_delete(struct zkw_identity *id, enum zkw_history_kind k
   if (c->zombie) kind = ZKW_HISTORY_ZOMBIE; /* as sidecar mode records it */
   snprintf(reason, sizeof reason, "%s; %s%s",
            c->zombie ? "zombie: its owner session ended" : "stale lock of a superseded incarnation", cost,
-           zkw_fencing_would_have_fenced(id, c->owner) ? " (the would-fence of its session removes it)"
-                                                        : "");
+           zkw_fencing_would_have_fenced(id, c->owner) ? " (the would-fence of its session removes it)" : "");
   zkw_history_would(&(struct zkw_action){kind, c->path, c->version, reason, c->owner,
                                          c->tagged ? c->tag.identity : NULL,
                                          c->tagged ? c->tag.incarnation : 0});

@@ -48,11 +48,11 @@
 #define BURST_SLOT_MS       100   /* the JobManager's requests are counted per slot */
 #define BURST_SLOTS         ZKW_SWEEP_BURST_SLOTS
 _Static_assert(BURST_SLOTS == SWEEP_QUIET_MS / BURST_SLOT_MS, "the identity keeps one count per slot");
-#define SWEEP_WAIT_MS       20   /* lock requests still outstanding (the delete phase) */
-#define SWEEP_NO_JM_MS      1000 /* no JobManager session (or no own tree yet) to read with */
-#define SWEEP_CONTINUE_MS   1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
-#define SWEEP_VERSION_MS    20   /* the server's version is asked: look again after */
-#define SWEEP_REDO_TEXT     160  /* how the log line names what a pass left */
+#define SWEEP_WAIT_MS     20   /* lock requests still outstanding (the delete phase) */
+#define SWEEP_NO_JM_MS    1000 /* no JobManager session (or no own tree yet) to read with */
+#define SWEEP_CONTINUE_MS 1000 /* after a pass that reached ZKWARDEN_SWEEP_MAX_NODES */
+#define SWEEP_VERSION_MS  20   /* the server's version is asked: look again after */
+#define SWEEP_REDO_TEXT   160  /* how the log line names what a pass left */
 
 /* One pass (the identity keeps what lasts between passes: struct
  * zkw_sweeper, zkw_identity.h). */
@@ -72,7 +72,6 @@ struct zkw_sweep_pass {
   struct zkw_sweep_batch batch;
 };
 
-
 static uint64_t now_ms(void) {
   return zkw_identity_now_ms();
 }
@@ -85,7 +84,8 @@ bool zkw_sweep_holding(const struct zkw_identity *id) {
 static uint32_t recent_requests(const struct zkw_sweeper *sweeper, uint64_t slot) {
   uint32_t n = 0;
   for (uint64_t k = slot >= BURST_SLOTS - 1 ? slot - (BURST_SLOTS - 1) : 0; k <= slot; k++)
-    if (k <= sweeper->burst_slot && sweeper->burst_slot - k < BURST_SLOTS) n += sweeper->burst[k % BURST_SLOTS];
+    if (k <= sweeper->burst_slot && sweeper->burst_slot - k < BURST_SLOTS)
+      n += sweeper->burst[k % BURST_SLOTS];
   return n;
 }
 
@@ -163,8 +163,9 @@ static int items_join(struct zkw_sweep_items *to, struct zkw_sweep_items *from) 
 }
 
 static struct zkw_sweep_basis basis_of(struct zkw_identity *id, const struct zkw_session *s,
-                             const struct zkw_treeset *trees) {
-  struct zkw_sweep_basis b = {.incarnation = zkw_identity_current(id), .session = s->session_id, .trees = *trees};
+                                       const struct zkw_treeset *trees) {
+  struct zkw_sweep_basis b = {
+      .incarnation = zkw_identity_current(id), .session = s->session_id, .trees = *trees};
   b.ndead = id->dead.ndead;
   for (int i = 0; i < b.ndead; i++) {
     const char *why;
@@ -486,7 +487,8 @@ static int plan(struct zkw_sweep_pass *sw) {
   char **paths;
   size_t n;
   sw->changes = sw->id->sweeper.walked && same_basis(&sw->id->sweeper.walked_basis, &sw->basis) &&
-                zkw_sweepwatch_complete(sw->s, &sw->basis.trees) && zkw_sweepwatch_take(sw->id, &paths, &n) == 0;
+                zkw_sweepwatch_complete(sw->s, &sw->basis.trees) &&
+                zkw_sweepwatch_take(sw->id, &paths, &n) == 0;
   if (sw->changes) {
     if (left) take_left(sw);
     free_items(&sw->id->sweeper.left);
@@ -533,8 +535,8 @@ static void sweep_start(struct zkw_identity *id) {
   }
   /* A new incarnation's first pass waits for its recovery burst to end. */
   if (id->sweeper.first_since) {
-    bool burst =
-        now - id->sweeper.first_since < SWEEP_QUIET_MS || recent_requests(&id->sweeper, now / BURST_SLOT_MS) > SWEEP_QUIET_MAX;
+    bool burst = now - id->sweeper.first_since < SWEEP_QUIET_MS ||
+                 recent_requests(&id->sweeper, now / BURST_SLOT_MS) > SWEEP_QUIET_MAX;
     if (burst && now - id->sweeper.first_since < SWEEP_FIRST_WAIT_MS) return schedule(id, BURST_SLOT_MS);
     id->sweeper.first_since = 0;
   }
@@ -571,9 +573,9 @@ static void sweep_start(struct zkw_identity *id) {
 static void sweep_wait_cb(uv_timer_t *t) {
   struct zkw_identity *id = t->data;
   struct zkw_sweep_pass *sw = id->sweeper.current;
-  if (sw && sw->id == id && sw->batch.deleting)
+  if (sw && sw->batch.deleting)
     zkw_sweepdel_next(&sw->batch);
-  else if (sw && sw->id == id)
+  else if (sw)
     pump(sw);
   else
     sweep_start(id);

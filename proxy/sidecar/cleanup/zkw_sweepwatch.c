@@ -41,7 +41,6 @@ struct zkw_sweepwatch_kept {
   char path[];
 };
 
-
 static uint32_t hash_path(const char *p, size_t n) {
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < n; i++)
@@ -217,16 +216,16 @@ void zkw_sweepwatch_on_ask(struct zkw_identity *id, void (*ask)(void)) {
 
 bool zkw_sweepwatch_answer_due(const struct zkw_session *s, uint64_t now) {
   struct zkw_sweepwatch *w = watch_of(s);
-  return w->server.conn == s->conn && w->server.move_t0 == s->move_t0 && w->server.verdict == VERSION_UNKNOWN &&
-         now - w->server.since_ms < VERSION_WAIT_MS;
+  return w->server.conn == s->conn && w->server.move_t0 == s->move_t0 &&
+         w->server.verdict == VERSION_UNKNOWN && now - w->server.since_ms < VERSION_WAIT_MS;
 }
 
 void zkw_sweepwatch_ask(const struct zkw_session *s) {
   if (s->srv->cfg->sweep_watch && !s->srv->cfg->observe) (void)supported(s);
 }
 
-bool zkw_sweepwatch_version_wanted(struct zkw_identity *id, uint64_t now, struct sockaddr_storage *addr, uint32_t *idx,
-                                   uint64_t *gen) {
+bool zkw_sweepwatch_version_wanted(struct zkw_identity *id, uint64_t now, struct sockaddr_storage *addr,
+                                   uint32_t *idx, uint64_t *gen) {
   struct zkw_sweepwatch *w = &id->sweepwatch;
   if (!w->server.conn || w->server.verdict != VERSION_UNKNOWN) return false;
   if (w->server.asked_ms && now - w->server.asked_ms < VERSION_RETRY_MS) return false;
@@ -251,8 +250,8 @@ void zkw_sweepwatch_version_answer(struct zkw_identity *id, uint64_t gen, const 
     w->server.verdict = VERSION_OLD;
   zkw_log_info("sweep: upstream server #%u %s: %s", w->server.idx + 1,
                w->server.verdict == VERSION_NEW ? "is ZooKeeper 3.6 or newer"
-               : v                             ? "is older than ZooKeeper 3.6"
-                                               : "does not tell its version (srvr)",
+               : v                              ? "is older than ZooKeeper 3.6"
+                                                : "does not tell its version (srvr)",
                w->server.verdict == VERSION_NEW
                    ? "the sweep's next walk sets its watch on the JobManager's connection"
                    : "no addWatch is sent on the JobManager's connection there; every sweep pass walks");

@@ -45,7 +45,8 @@ struct zkw_session;
  * its index in ZKWARDEN_UPSTREAM (for TLS: the name to verify) and the
  * number to give back with the answer. Asked again after a probe that got no
  * answer, at most every 10 s. */
-bool zkw_sweepwatch_version_wanted(struct zkw_identity *id, uint64_t now, struct sockaddr_storage *addr, uint32_t *idx, uint64_t *gen);
+bool zkw_sweepwatch_version_wanted(struct zkw_identity *id, uint64_t now, struct sockaddr_storage *addr,
+                                   uint32_t *idx, uint64_t *gen);
 /* That server's answer to `srvr` (NULL or empty: none). */
 void zkw_sweepwatch_version_answer(struct zkw_identity *id, uint64_t gen, const char *answer);
 /* ask is called when a version becomes wanted (NULL: none), so that the
@@ -72,7 +73,8 @@ bool zkw_sweepwatch_complete(const struct zkw_session *s, const struct zkw_trees
 /* Hands over the paths kept since the last call (the caller frees each and
  * the array; *n may be 0). Returns 0, or -ENOMEM (nothing handed over, the
  * watch counts as not complete). */
-int zkw_sweepwatch_take(struct zkw_identity *id, char ***paths, size_t *n) __attribute__((warn_unused_result));
+int zkw_sweepwatch_take(struct zkw_identity *id, char ***paths, size_t *n)
+    __attribute__((warn_unused_result));
 /* A notification on a session: ZKW_FORWARD, or ZKW_DROP when only the
  * watch asked for it (zkw_hooks.h on_notification). */
 int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watcher_event *ev);

@@ -77,7 +77,7 @@ static inline const struct zkw_sc_session *zkw_sc_c(const struct zkw_session *s)
 }
 
 /* What the sweep (cleanup/zkw_sweep.c) keeps between its passes. */
-struct zkw_sweep_pass; /* one pass, the sweep's own */
+struct zkw_sweep_pass;          /* one pass, the sweep's own */
 #define ZKW_SWEEP_BURST_SLOTS 5 /* the JobManager's requests are counted per 100 ms, the last 500 ms */
 
 /* A node to read: getData (a lock, or a node the watch kept) or

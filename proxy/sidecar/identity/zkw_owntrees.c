@@ -18,7 +18,8 @@ static const struct zkw_lock_roots *roots_of(const struct zkw_identity *id) {
 }
 
 /* Adds each tree of from to out; returns how many found no room. */
-static int add_all(struct zkw_treeset *out, const struct zkw_lock_roots *roots, const struct zkw_treeset *from) {
+static int add_all(struct zkw_treeset *out, const struct zkw_lock_roots *roots,
+                   const struct zkw_treeset *from) {
   int left = 0;
   for (int i = 0; i < from->count; i++)
     if (zkw_treeset_add(out, roots, from->tree[i]) == ZKW_TREESET_FULL) left++;

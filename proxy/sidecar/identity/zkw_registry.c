@@ -247,7 +247,8 @@ void zkw_registry_capture_previous(struct zkw_identity *id) {
 
 /* Dead sessions older than ZKW_DEAD_SESSION_MAX_AGE_MS are forgotten. */
 static void age_dead(struct zkw_identity *id) {
-  if (zkw_record_age_dead(&id->dead, zkw_identity_epoch_ms(), ZKW_DEAD_SESSION_MAX_AGE_MS) > 0) id->dead_dirty = true;
+  if (zkw_record_age_dead(&id->dead, zkw_identity_epoch_ms(), ZKW_DEAD_SESSION_MAX_AGE_MS) > 0)
+    id->dead_dirty = true;
 }
 
 static void record_loaded(void *arg, const struct zkw_zk_result *r) {

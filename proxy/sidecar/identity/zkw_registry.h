@@ -24,7 +24,8 @@ void zkw_registry_learn_tree(struct zkw_identity *id, uint64_t incarnation, stru
 /* A sweep pass of incarnation `incarnation` walked `walked` whole: earlier
  * incarnations' trees may retire (zkw_owntrees_walked); the record is
  * written if they did. */
-void zkw_registry_trees_walked(struct zkw_identity *id, uint64_t incarnation, const struct zkw_treeset *walked);
+void zkw_registry_trees_walked(struct zkw_identity *id, uint64_t incarnation,
+                               const struct zkw_treeset *walked);
 
 void zkw_registry_set_state(struct zkw_identity *id, enum zkw_reg_state st, const char *why);
 /* Creates the registry paths and the owner node (or waits for it). */
