@@ -75,7 +75,7 @@ class CutOnInbandMulti(SlowInbandServer):
 def reclaim_point(text):
     """ZKW_TEST_FAULT's point (file:line) of the one line of zkw_reclaim.c
     holding text."""
-    lines = (REPO / "proxy" / "sidecar" / "zkw_reclaim.c").read_text().splitlines()
+    lines = (REPO / "proxy" / "sidecar" / "cleanup" / "zkw_reclaim.c").read_text().splitlines()
     at = [i + 1 for i, l in enumerate(lines) if text in l]
     assert len(at) == 1, (text, at)
     return "zkw_reclaim.c:%d" % at[0]

@@ -7,7 +7,7 @@ its JobManager creates, merged into the cluster's tree and kept in the
 registry record. The server's own count of the packets it received (`mntr`
 zk_packets_received) is the measure of what the sweep costs the ensemble.
 
-- Past ZKW_TREESET_FOREIGN_N (default 200,000) nodes of 100 other clusters, the
+- Past ZKW_SCOPE_FOREIGN_N (default 200,000) nodes of 100 other clusters, the
   pass after a restarted JobManager's new incarnation deletes its zombies and
   its stale lock, reads no node of another cluster (a node there that would
   be a stale lock of this identity is left alone: it is never read), and
@@ -38,7 +38,7 @@ from zkharness import ZkServer, default_zkwarden_bin, four_letter, wait_until
 
 pytestmark = pytest.mark.zkwarden
 
-FOREIGN_N = int(os.environ.get("ZKW_TREESET_FOREIGN_N", "200000"))
+FOREIGN_N = int(os.environ.get("ZKW_SCOPE_FOREIGN_N", "200000"))
 
 
 def packets(zk):

@@ -42,7 +42,7 @@ from kazoo.exceptions import NoAuthError, NotEmptyError
 from kazoo.security import make_acl, make_digest_acl
 
 from checkpoints import forged_tag
-from test_treeset import ready, sidecar, stop, sweeps
+from test_scope import ready, sidecar, stop, sweeps
 from zkharness import default_zkwarden_bin, wait_until
 
 pytestmark = pytest.mark.zkwarden
