@@ -58,6 +58,7 @@ suite "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 suite "no cycle among files, calls one way between layers (nm) and the sidecar's rooms, no file over 800 lines" \
   /usr/bin/python3 "$repo/tests/check_layers.py" "$repo" "$repo/build"
 suite "the layer check fails on each break of the floors" /usr/bin/python3 "$repo/tests/check_layers_test.py" "$repo" "$repo/build"
+suite "docs/design.md's code tour names every folder and file once" /usr/bin/python3 "$repo/tests/check_tour.py" "$repo"
 suite "build (asan+ubsan, fault-injection seam)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DZKW_SANITIZE=ON \
   -DZKW_FAULT_INJECTION=ON
 suite "docs/configuration.md is zkwarden --list-config" "$repo/tests/check_docs.sh" "$repo/build/zkwarden"
