@@ -50,6 +50,11 @@ struct zkw_zk {
    * thread: its state, delivered by the next drain (0: none). */
   atomic_int lost_state;
   bool enforced_logged;
+  /* The digest auth is in the handle's list (libzookeeper sends it again at
+   * every reconnect): zoo_add_auth refuses while the handle is between
+   * connections (ZINVALIDSTATE), so until it took it, it is added again at
+   * the next connect, before the registry hears of it. */
+  bool auth_added;
   clientid_t resume; /* the session to re-attach at the first open (a predecessor's: zkw_zk_open_resumed) */
   bool has_resume;
 };
@@ -75,6 +80,18 @@ static void free_result(struct zkw_zk_result *r) {
 }
 
 static int open_handle(struct zkw_zk *zk);
+
+/* Adds the digest auth to the handle unless it has it: at open, and at each
+ * connect until it took it. */
+static void add_auth(struct zkw_zk *zk) {
+  if (!zk->auth || zk->auth_added || !zk->zh) return;
+  int rc = ZKW_FAULT_AT(zk, ZKW_FAULT_WHERE, "add-auth")
+               ? zkw_fault_code(ZINVALIDSTATE)
+               : zoo_add_auth(zk->zh, "digest", zk->auth, (int)strlen(zk->auth), NULL, NULL);
+  zk->auth_added = rc == ZOK;
+  if (rc != ZOK)
+    zkw_log_info("registry: digest auth not taken yet (%s): added again when the session connects", zerror(rc));
+}
 
 /* The server closed the session for want of authentication: say which
  * server setting does it and what zkwarden can do about it, once. */
@@ -108,6 +125,7 @@ static void drain(uv_async_t *h) {
     if (op->kind == OP_EVENT) {
       if (op->ev_type == ZOO_SESSION_EVENT) {
         zk->connected = op->ev_state == ZOO_CONNECTED_STATE;
+        if (zk->connected) add_auth(zk); /* before anything the registry sends on this connection */
         if (zk->connected && zk->zh) {
           zk->session_id = zoo_client_id(zk->zh)->client_id;
           zk->negotiated = zoo_recv_timeout(zk->zh);
@@ -179,10 +197,8 @@ static int open_handle(struct zkw_zk *zk) {
    * thread (getaddrinfo with a netlink dump: about 10 syscalls); resolve at
    * (re)connects only. tests/bench: a third of the syscalls per new session. */
   zoo_set_servers_resolution_delay(zk->zh, -1);
-  if (zk->auth) {
-    int rc = zoo_add_auth(zk->zh, "digest", zk->auth, (int)strlen(zk->auth), NULL, NULL);
-    if (rc != ZOK) zkw_log_error("registry: cannot add digest auth: %s", zerror(rc));
-  }
+  zk->auth_added = false;
+  add_auth(zk);
   return 0;
 }
 

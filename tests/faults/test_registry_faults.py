@@ -300,3 +300,30 @@ def test_jm_restart_during_registry_outage(private_zk, zkwarden_factory, kazoo_f
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "jm":
     jm_main(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])
+
+
+def test_registry_auth_refused_at_open(private_zk, zkwarden_factory, kazoo_factory):
+    """zoo_add_auth refuses while the registry handle is between connections
+    (ZINVALIDSTATE: a server of the list refused the first connect, or a
+    re-attached session's connection dropped). The long consistency run met
+    it after a kill -9 of zkwarden under server kills: the handle went on
+    without its digest auth, every create with the creator ACL failed
+    (invalid acl), and the registry stayed unusable until the session ended.
+    Here the first zoo_add_auth is made to fail (the fault seam); the auth is
+    added when the session connects, the registry claims the identity and
+    writes the record zkwarden-only, and /readyz answers 200."""
+    env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": IDENTITY, "ZKWARDEN_SWEEP_INTERVAL_S": "0",
+           "ZKWARDEN_REGISTRY_ROOT": ROOT, "ZKWARDEN_REGISTRY_AUTH": "zkw:registry-pw",
+           "ZKW_TEST_FAULT": "zk:1@add-auth"}
+    proxy = zkwarden_factory.start(private_zk, extra_env=env)
+    wait_until(lambda: "fault injection: failing" in proxy.stderr(), 10, what="the first add_auth to fail")
+    assert "digest auth not taken yet" in proxy.stderr()
+    wait_until(lambda: readyz(proxy)[0] == 200, 20, what="/readyz 200: the registry usable")
+    admin = kazoo_factory(private_zk.hostport, auth_data=[("digest", "zkw:registry-pw")])
+    jm = kazoo_factory(proxy.hostport)
+    jm.create("%s/_c_%s-latch-" % (LATCH_DIR, uuid.uuid4()), b"", ephemeral=True, sequence=True, makepath=True)
+    wait_until(lambda: (record(admin) or {}).get("session") == "0x%x" % jm.client_id[0], 20,
+               what="the JobManager's incarnation recorded")
+    acl = admin.get_acls(RECORD)[0]
+    assert [a.id.scheme for a in acl] == ["digest"] and acl[0].id.id.startswith("zkw:"), acl
+    assert "invalid acl" not in proxy.stderr()
