@@ -8,14 +8,17 @@ defines (read with nm from the build directory's objects of the current
 sources). The check fails on any cycle (a strongly connected component of
 more than one module) and on any edge from a lower layer to a higher one.
 The layer is the folder:
-  protocol/, proxy/base/  <  proxy/relay/  <  proxy/client/  <  proxy/sidecar/  <  proxy/ops/  <  proxy/main.c
+  protocol/  <  proxy/base/  <  proxy/relay/  <  proxy/client/  <  proxy/sidecar/  <  proxy/ops/  <  proxy/main.c
 and beside them proxy/keeper/ (zkwarden-keeper), which may use base alone
 and which nothing else uses.
 The sidecar's rooms are floors of their own (SIDECAR_FLOORS): its shared
 files (the audit history, the rewrites) < identity/ < fencing/ < cleanup/ <
 its hooks (zkw_sidecar, zkw_incarnation). A module uses one of a lower floor
 only through that room's named headers (ROOM_HEADERS; from ops/ and main.c
-too), never one of a higher floor or a sibling's other files. Each folder
+too), never one of a higher floor or another room's other files; and a named
+header includes no file of its room that is not named (it would hand them
+on). Two files of one name in two folders fail the check (a module is a
+name). Each folder
 under proxy/sidecar/ (itself included) holds at most MAX_ROOM_SOURCES
 source files and stands on at most MAX_ROOM_FLOORS floors of includes
 among its own modules (the longest chain of includes within it).
@@ -33,10 +36,11 @@ import subprocess
 import sys
 from collections import defaultdict
 
-LAYERS = ["base", "relay", "client", "sidecar", "ops", "main"]
+LAYERS = ["protocol", "base", "relay", "client", "sidecar", "ops", "main"]
 APART = "keeper"  # its own program: it uses base only, and nothing uses it
 MAX_LINES = 800
 # The sidecar's floors, lowest first: a room (a sub-folder) or named files at its top.
+# (CMakeLists.txt's ZKW_sidecar_ROOMS names the same rooms for the build.)
 SIDECAR_FLOORS = [("shared", {"zkw_history", "zkw_rewrite"}), ("identity", None), ("fencing", None),
                   ("cleanup", None), ("hooks", {"zkw_sidecar", "zkw_incarnation"})]
 # What a room offers the floors above it (and ops/, main.c): its other files are its own.
@@ -52,7 +56,7 @@ MAX_ROOM_FLOORS = 5
 def layer_of_path(rel):
     parts = rel.split("/")
     if parts[0] == "protocol":
-        return "base"
+        return "protocol"
     if len(parts) == 2:  # proxy/main.c
         return "main"
     if parts[1] in LAYERS or parts[1] == APART:
@@ -126,6 +130,9 @@ def main():
                 if f.endswith((".c", ".h")):
                     m = os.path.splitext(f)[0]
                     rel = os.path.relpath(os.path.join(root, f), repo)
+                    if m in folder and folder[m] != os.path.dirname(rel):
+                        raise SystemExit("check_layers: %s and %s/%s share a name: a module is one name, in "
+                                         "one folder" % (rel, folder[m], m))
                     files[m].append(os.path.join(root, f))
                     layer[m] = layer_of_path(rel)
                     folder[m] = os.path.dirname(rel)
@@ -225,6 +232,19 @@ def main():
             elif room_b and folder[a] != folder[b] and b not in ROOM_HEADERS[room_b]:
                 rooms.append("into a room: %s (%s) -> %s, which %s/ does not offer (ROOM_HEADERS)"
                              % (a, folder[a], b, room_b))
+    # A named header hands on what it includes: only named headers of its room.
+    for room, offered in ROOM_HEADERS.items():
+        for m in sorted(offered):
+            for path in files.get(m, []):
+                if not path.endswith(".h"):
+                    continue
+                with open(path) as fh:
+                    for line in fh:
+                        mm = re.match(r'\s*#\s*include\s+"([^"]+)\.h"', line)
+                        b = mm and os.path.basename(mm.group(1))
+                        if b and b in floor and floor[b][1] == room and b not in offered:
+                            rooms.append("a named header hands on its room's own: %s.h (%s/) includes %s.h"
+                                         % (m, room, b))
     sidecar_folders = sorted({folder[m] for m in floor})
     for d in sidecar_folders:
         members = {m for m in floor if folder[m] == d}

@@ -5,13 +5,15 @@ they are found by source path), must make it fail with the line that names
 it, and the copy as it is must pass.
 Usage: tests/check_layers_test.py <repo> <build-dir>   (after a build)"""
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
 # (what is broken, file to change, text to add at its end or None to add a
-# new file, the new file's name, the line the check must print)
+# new file, the new file's name (or a case of its own), a pattern of the
+# line the check must print)
 BREAKS = [
     ("an include up the sidecar's floors: identity/ -> cleanup/",
      "proxy/sidecar/identity/zkw_record.c", '#include "zkw_sweep.h"\n', None,
@@ -19,18 +21,37 @@ BREAKS = [
     ("into a room past its named headers: ops/ -> cleanup/'s zkw_sweepdel.h",
      "proxy/ops/zkw_views.c", '#include "zkw_sweepdel.h"\n', None,
      "into a room: zkw_views (proxy/ops) -> zkw_sweepdel, which cleanup/ does not offer"),
-    ("between sibling rooms past the named headers: cleanup/ -> identity/'s zkw_regacl.h",
+    ("a lower room past its named headers: cleanup/ -> identity/'s zkw_regacl.h",
      "proxy/sidecar/cleanup/zkw_sweepdel.c", '#include "zkw_regacl.h"\n', None,
      "into a room: zkw_sweepdel (proxy/sidecar/cleanup) -> zkw_regacl, which identity/ does not offer"),
     ("an include up the layers: client/ -> sidecar/",
      "proxy/client/zkw_zk.c", '#include "zkw_history.h"\n', None,
      "upward: zkw_zk (client) -> zkw_history (sidecar)"),
+    ("the codec standing on base: protocol/ -> base/",
+     "protocol/zkw_codec.c", '#include "zkw_log.h"\n', None, "upward: zkw_codec (protocol) -> zkw_log (base)"),
     ("a file on no floor of the sidecar",
      None, "/* nothing */\n", "proxy/sidecar/zkw_stray.h",
      "proxy/sidecar/zkw_stray.h is on no floor of the sidecar"),
     ("a folder on more than 5 floors of includes: a chain of 5 new headers in cleanup/ over zkw_sweep.h",
-     None, None, "chain", "proxy/sidecar/cleanup stands on 8 floors of includes (at most 5)"),
+     None, None, "chain", r"proxy/sidecar/cleanup stands on \d+ floors of includes \(at most 5\)"),
+    ("a room of more than 8 source files: 3 more in identity/ (their objects copied from one of its own)",
+     None, None, "sources", r"proxy/sidecar/identity holds 9 source files \(at most 8\)"),
+    ("a named header handing on its room's own: cleanup/'s zkw_sweep.h includes zkw_sweepdel.h",
+     "proxy/sidecar/cleanup/zkw_sweep.h", '#include "zkw_sweepdel.h"\n', None,
+     "a named header hands on its room's own: zkw_sweep.h (cleanup/) includes zkw_sweepdel.h"),
+    ("two files of one name in two folders: relay/zkw_regacl.h beside identity/'s",
+     None, '#include "zkw_identity.h"\n', "proxy/relay/zkw_regacl.h", "share a name"),
 ]
+
+
+def copy_objects(build, dest):
+    """The build's object files alone, in the same tree (CMakeFiles/...)."""
+    for root, _, names in os.walk(build):
+        for f in names:
+            if f.endswith(".o"):
+                rel = os.path.relpath(os.path.join(root, f), build)
+                os.makedirs(os.path.join(dest, os.path.dirname(rel)), exist_ok=True)
+                shutil.copy(os.path.join(root, f), os.path.join(dest, rel))
 
 
 def run(repo, build):
@@ -56,6 +77,8 @@ def main():
             if path:
                 with open(os.path.join(case, path), "a") as fh:
                     fh.write(text)
+            elif new == "sources":
+                pass  # below, with the build
             elif new == "chain":
                 below = "zkw_sweep"
                 for i in range(5):
@@ -66,8 +89,21 @@ def main():
             else:
                 with open(os.path.join(case, new), "w") as fh:
                     fh.write(text)
-            rc, out = run(case, build)
-            verdict = "caught" if rc != 0 and expect in out else "MISSED"
+            case_build = build
+            if new == "sources":
+                case_build = os.path.join(tmp, "case-build")
+                shutil.rmtree(case_build, ignore_errors=True)
+                copy_objects(build, case_build)
+                room = "proxy/sidecar/identity"
+                obj = [os.path.join(r, f) for r, _, fs in os.walk(case_build) for f in fs
+                       if f == "zkw_record.c.o" and room in r][0]
+                for i in range(3):
+                    name = "zkw_extra%d.c" % i
+                    with open(os.path.join(case, room, name), "w") as fh:
+                        fh.write("/* a test source */\n")
+                    shutil.copy(obj, os.path.join(os.path.dirname(obj), name + ".o"))
+            rc, out = run(case, case_build)
+            verdict = "caught" if rc != 0 and (expect in out or re.search(expect, out)) else "MISSED"
             print("check_layers_test: %s: %s" % (what, verdict))
             if verdict != "caught":
                 problems.append("%s: exit %d, expected a line with %r:\n%s" % (what, rc, expect, out))

@@ -90,7 +90,8 @@ static void add_auth(struct zkw_zk *zk) {
                : zoo_add_auth(zk->zh, "digest", zk->auth, (int)strlen(zk->auth), NULL, NULL);
   zk->auth_added = rc == ZOK;
   if (rc != ZOK)
-    zkw_log_info("registry: digest auth not taken yet (%s): added again when the session connects", zerror(rc));
+    zkw_log_info("registry: digest auth not taken yet (%s): added again when the session connects",
+                 zerror(rc));
 }
 
 /* The server closed the session for want of authentication: say which

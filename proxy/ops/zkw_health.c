@@ -541,7 +541,8 @@ int zkw_health_start(struct zkw_server *srv) {
   if (rc) return rc;
   health.handles = 1;
   health.started = true;
-  if (zkw_sidecar_identity(srv)) zkw_sweepwatch_on_ask(zkw_sidecar_identity(srv), version_kick);
+  struct zkw_identity *id = zkw_sidecar_identity(srv);
+  if (id) zkw_sweepwatch_on_ask(id, version_kick);
   schedule(0);
   return 0;
 }
@@ -554,7 +555,8 @@ static void timer_closed_cb(uv_handle_t *hd) {
 void zkw_health_stop(void) {
   if (!health.started || health.stopping) return;
   health.stopping = true;
-  if (zkw_sidecar_identity(health.srv)) zkw_sweepwatch_on_ask(zkw_sidecar_identity(health.srv), NULL);
+  struct zkw_identity *id = zkw_sidecar_identity(health.srv);
+  if (id) zkw_sweepwatch_on_ask(id, NULL);
   uv_close((uv_handle_t *)&health.timer, timer_closed_cb);
   if (health.state == RESOLVING) uv_cancel((uv_req_t *)&health.gai);
   if (health.tcp_open) {

@@ -399,7 +399,7 @@ static void walk_pump(struct zkw_locks_walk *w) {
   if (w->inflight == 0 && w->qhead == w->qlen) walk_finish(w);
 }
 
-void zkw_locks_scope_roots(const struct zkw_treeset *trees, struct zkw_lock_roots *out) {
+void zkw_locks_tree_roots(const struct zkw_treeset *trees, struct zkw_lock_roots *out) {
   out->count = 0;
   for (int i = 0; i < trees->count && i < ZKW_MAX_LOCK_ROOTS; i++)
     snprintf(out->root[out->count++], sizeof out->root[0], "%s", trees->tree[i]);

@@ -125,7 +125,7 @@ struct zkw_locks_opts {
 int zkw_locks_walk_start(struct zkw_zk *zk, const struct zkw_locks_opts *o, zkw_locks_done done, void *arg,
                          struct zkw_locks_walk **out) __attribute__((warn_unused_result));
 /* The trees as lock roots (the paths a walk is given). */
-void zkw_locks_scope_roots(const struct zkw_treeset *trees, struct zkw_lock_roots *out);
+void zkw_locks_tree_roots(const struct zkw_treeset *trees, struct zkw_lock_roots *out);
 /* done will not be called; the walk frees itself once its reads are back. */
 void zkw_locks_walk_cancel(struct zkw_locks_walk *w);
 void zkw_locks_report_free(struct zkw_locks_report *rep);

@@ -259,8 +259,8 @@ static void own_walk(struct cli *c) {
             "the lock roots yet); --all walks every lock root\n",
             c->cfg->identity);
   struct zkw_lock_roots roots, uroots;
-  zkw_locks_scope_roots(&trusted, &roots);
-  zkw_locks_scope_roots(&untrusted, &uroots);
+  zkw_locks_tree_roots(&trusted, &roots);
+  zkw_locks_tree_roots(&untrusted, &uroots);
   walk_roots(c, &roots, &uroots);
 }
 

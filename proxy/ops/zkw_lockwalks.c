@@ -97,9 +97,9 @@ static void walk_begin(void) {
     struct zkw_treeset trees;
     const struct zkw_identity *id = zkw_sidecar_identity(walks.srv);
     zkw_owntrees_of(id, &trees);
-    zkw_locks_scope_roots(&trees, &own);
+    zkw_locks_tree_roots(&trees, &own);
     zkw_owntrees_untrusted(id, &trees);
-    zkw_locks_scope_roots(&trees, &untrusted);
+    zkw_locks_tree_roots(&trees, &untrusted);
   }
   walks.walk_all = all;
   struct zkw_locks_opts o = {all ? &cfg->lock_roots : &own, &untrusted,         all,

@@ -197,7 +197,7 @@ const struct zkw_hooks zkw_sidecar_hooks = {
 
 int zkw_sidecar_start(struct zkw_identity *id, struct zkw_server *srv) {
   int rc = zkw_incarnation_start(id, srv);
-  id->on_incarnation = zkw_sweep_soon; /* identity_start cleared it */
+  id->on_incarnation = zkw_sweep_soon; /* zkw_incarnation_start cleared it */
   return rc;
 }
 

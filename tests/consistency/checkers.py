@@ -39,9 +39,14 @@ what ZooKeeper held at the end, read direct) and returns its anomalies.
                           JobManager's earlier sessions; no node of the run
                           vanished that nobody deleted
   locks_tagged            every lock the JobManager made through zkwarden
-                          carries zkwarden's tag (its identity and session)
-                          and the JobManager's own bytes, and the JobManager
-                          reads its own bytes back
+                          as a recorded incarnation carries zkwarden's tag
+                          (its identity and session) and the JobManager's
+                          own bytes, and the JobManager reads its own bytes
+                          back. A lock its session created before zkwarden
+                          recorded it (the registry not usable within
+                          ZKWARDEN_FENCE_TIMEOUT_MS: the request goes on as a
+                          plain client's, DESIGN 3.3 and docs/reliability.md)
+                          is counted apart (stats: locks_before_recorded)
 
 An operation whose outcome is unknown (no reply, CONNECTIONLOSS, a timeout)
 may or may not have taken effect, and is checked as such. Each anomaly is a
@@ -612,22 +617,34 @@ def check_zkwarden_deletes(h, run_info):
     return out
 
 
-def check_locks_tagged(h, run_info):
+def check_locks_tagged(h, run_info, stats=None):
     out = []
     identity = run_info["identity"]
-    made = {}
+    # When zkwarden recorded each JobManager session as an incarnation (its
+    # log, wall clock), in the histories' monotonic ns; absent: every lock
+    # counts (a run from before the log was read).
+    recorded = run_info.get("incarnation_recorded_ns")
+    offset = run_info.get("wall_minus_mono_ns")
+    made, early = {}, set()
     for op, path, c, sid, outcome in eph_creates(h):
         if c.startswith("jm") and LOCK.search(path) and outcome == "ok":
             args = op["args"] if op["kind"] == "create" else \
                 [a for k, p, a in op["args"]["ops"] if p == path][0]
             made[(path, sid)] = args["v"]
+            if recorded is not None and offset is not None:
+                at = recorded.get(_hex(sid))
+                if at is None or op["ts"] < at - offset:
+                    early.add((path, sid))
+    untagged_early = set()
     for snap in run_info["lock_snapshots"] + [run_info["snapshot"]["ephemerals"]]:
         for path, node in snap.items():
             want = made.get((path, node["owner"]))
             if want is None:
                 continue  # not a lock the JobManager made (a planted one, its latch)
             m = TAG.match(node["data"])
-            if not m:
+            if not m and (path, node["owner"]) in early:
+                untagged_early.add((path, node["owner"]))  # a plain client's create, as documented
+            elif not m:
                 out.append({"what": "a lock without zkwarden's tag", "path": path, "data": node["data"][:80]})
             elif m.group(1) != identity or int(m.group(3), 16) != node["owner"]:
                 out.append({"what": "a lock tagged with another identity or session", "path": path,
@@ -635,6 +652,8 @@ def check_locks_tagged(h, run_info):
             elif node["data"][m.end():] != want:
                 out.append({"what": "a lock's tag does not keep the JobManager's bytes", "path": path,
                             "data": node["data"][m.end():][:80], "want": want})
+    if stats is not None:
+        stats["locks_before_recorded"] = len(untagged_early)
     return out
 
 
@@ -690,9 +709,9 @@ def check_run(records, run_info, checker_bin, workdir, zkwarden):
         "sequential_increasing": check_sequential_increasing(h),
         "ephemerals": check_ephemerals(h, run_info),
         "zkwarden_deletes": check_zkwarden_deletes(h, run_info),
-        "locks_tagged": check_lock_reads(h) + (check_locks_tagged(h, run_info) if zkwarden else []),
     }
     stats = op_stats(h)
+    found["locks_tagged"] = check_lock_reads(h) + (check_locks_tagged(h, run_info, stats) if zkwarden else [])
     stats["registers"] = len(regs)
     stats["register_ops"] = sum(len(v) for v in regs.values())
     stats["counters"] = len(ctrs)

@@ -213,7 +213,8 @@ def check(r, checker_bin):
     info = {"root": r.root, "identity": r.identity, "snapshot": r.snapshot_data, "idle": r.idle,
             "audit": r.audit(), "leftover": r.leftover, "lock_snapshots": r.lock_snapshots,
             "jm_current_sid": r.jm_current_sid, "kind": r.kind, "reclaims": r.reclaims,
-            "wall_minus_mono_ns": time.time_ns() - time.monotonic_ns()}
+            "wall_minus_mono_ns": time.time_ns() - time.monotonic_ns(),
+            "incarnation_recorded_ns": r.incarnations_recorded()}
     (r.dir / "info.json").write_text(json.dumps(info))  # for --recheck
     found, stats = checkers.check_run(r.histories(), info, checker_bin, r.dir, r.kind == "zkwarden")
     return found, stats
@@ -312,7 +313,7 @@ def main():
     ap.add_argument("--mutations", default="all", help="all, none, or a comma list of " + ",".join(MUTATIONS))
     ap.add_argument("--zookeeper", default="debian", metavar="LINE",
                     help="the ensemble's release: debian (Debian's 3.8.0, the default) or a line of "
-                         "tests/flink/maven/zookeeper/pom.xml (3.6, 3.7, 3.8, 3.9), resolved by Maven")
+                         "tests/flink/maven/zookeeper/pom.xml (3.5 to 3.9), resolved by Maven")
     ap.add_argument("--workdir", default=None, help="keep the histories and logs there")
     ap.add_argument("--recheck", default=None, metavar="WORKDIR", help="only run the checkers again on the "
                     "histories of an earlier run's --workdir")

@@ -7,6 +7,8 @@
 #   tests/consistency/run.sh                 the default run (about 2.5 min; tests/run.sh runs it)
 #   tests/consistency/run.sh --duration 1800 the long run
 #   --seed N  --json FILE  --direct-only  --zkwarden-only  --mutations all|none|a,b  --workdir DIR
+#   --zookeeper LINE  the ensemble's release: debian (Debian's 3.8.0, the default) or a line of
+#             tests/flink/maven/zookeeper/pom.xml (3.5 to 3.9), resolved by Maven
 #   ZKW_BIN   zkwarden binary (default build-asan/zkwarden, else build/zkwarden): the
 #             mutations need a -DZKW_FAULT_INJECTION=ON build
 set -euo pipefail

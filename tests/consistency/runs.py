@@ -7,10 +7,12 @@ ZooKeeper at the end (the snapshot the checkers compare with the history).
 Every process is started here, remembered by its pid and stopped by that
 pid; nothing is stopped by name."""
 
+import datetime
 import json
 import logging
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -340,6 +342,21 @@ class Run:
         if self.zkwarden:
             for msg in self.zkwarden.stop():
                 self.problems.append("zkwarden: " + msg)
+
+    def incarnations_recorded(self):
+        """When zkwarden recorded each session as an incarnation ("incarnation N
+        begins" in its log: wall-clock ns), by session ("0x..."); {} direct."""
+        out = {}
+        if not self.zkwarden or not Path(self.zkwarden.stderr_path).exists():
+            return out
+        begins = re.compile(r"^(\S+)Z info conn=\d+ session=(0x[0-9a-f]+) .*: incarnation \d+ begins$")
+        with open(self.zkwarden.stderr_path, errors="replace") as fh:
+            for line in fh:
+                m = begins.match(line.rstrip("\n"))
+                if m and m.group(2) not in out:
+                    t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+                    out[m.group(2)] = int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1e6) * 1000
+        return out
 
     def audit(self):
         path = self.dir / "audit.jsonl"

@@ -189,3 +189,23 @@ def test_a_delete_written_down_as_failed_may_have_run():
     assert checkers.check_zkwarden_deletes(h.history(), i) == []
     lost["path"] = "/r/reg/x"  # a node that is no stale lock: tried at all is too much
     assert len(checkers.check_zkwarden_deletes(h.history(), i)) == 1
+
+
+def test_a_lock_created_before_zkwarden_recorded_the_session_is_counted_apart():
+    """The registry not usable within the fence bound: the request goes on as
+    a plain client's, untagged (DESIGN 3.3, docs/reliability.md). A lock its
+    session created before zkwarden recorded it ("incarnation N begins") is
+    no anomaly; one created after, untagged, is."""
+    h = H()
+    h.recs.append({"t": "conn", "c": "jm2", "conn": 1, "sid": JM2, "ts": 2, "host": "h"})
+    h.op("jm2", JM2, "create", LOCK, {"v": "jm2-jg", "eph": True}, res={"path": LOCK, "stat": stat(7, 0, JM2)})
+    created_at = h.t
+    snap = {"ephemerals": {LOCK: {"owner": JM2, "data": "jm2-jg"}}, "nodes": [], "seq": {}}
+    offset = 5000
+    later = info(snapshot=snap, wall_minus_mono_ns=offset, incarnation_recorded_ns={"0x%x" % JM2: created_at + 100 + offset})
+    stats = {}
+    assert checkers.check_locks_tagged(h.history(), later, stats) == [] and stats["locks_before_recorded"] == 1
+    earlier = info(snapshot=snap, wall_minus_mono_ns=offset, incarnation_recorded_ns={"0x%x" % JM2: 1 + offset})
+    assert [a["what"] for a in checkers.check_locks_tagged(h.history(), earlier)] == ["a lock without zkwarden's tag"]
+    never = info(snapshot=snap, wall_minus_mono_ns=offset, incarnation_recorded_ns={})
+    assert checkers.check_locks_tagged(h.history(), never) == []  # never recorded: a plain client throughout

@@ -154,7 +154,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   /* The relay's own constructors, with the sidecar's hooks: two sessions
    * that never see a socket (the newest is first on the list). */
   zkw_server_init(&srv, uv_default_loop(), &cfg, &zkw_sidecar_hooks, &identity);
-  identity.srv = &srv; /* as zkw_identity_init sets it: its trees read the configuration */
+  identity.srv = &srv; /* as zkw_incarnation_start sets it: its trees read the configuration */
   for (int i = 1; i >= 0; i--) {
     struct zkw_session *s = sess[i] = zkw_session_new(&srv);
     if (!s) abort();

@@ -385,6 +385,7 @@ static bool client_wants(const struct zkw_session *s, const struct zkw_watcher_e
 }
 
 int zkw_sweepwatch_on_notification(struct zkw_session *s, const struct zkw_watcher_event *ev) {
+  if (!s->srv->policy) return ZKW_FORWARD; /* the hooks without an identity: no watch of the sweep's */
   struct zkw_sweepwatch *w = watch_of(s);
   if (!w->conn || s->conn != w->conn || ev->type < 1 || ev->type > 3 || ev->path.len <= 0) return ZKW_FORWARD;
   const char *p = (const char *)ev->path.p;

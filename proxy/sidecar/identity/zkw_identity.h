@@ -1,6 +1,6 @@
 /* zkw_identity.h: the state of this sidecar's JobManager identity (struct
- * zkw_identity: its registry, fences, orphans, sweep and the sweep's watch,
- * so that one process could hold several) and the sidecar's block of each
+ * zkw_identity: its registry, fences, orphans, sweep and the sweep's watch:
+ * what lives per identity, none of it in a file's own variables) and the sidecar's block of each
  * session (struct zkw_sc_session), and what the rest asks of the identity
  * (zkw_identity.c: its state, current incarnation, mode and dead sessions).
  *

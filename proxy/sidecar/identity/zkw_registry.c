@@ -14,7 +14,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "zkw_fault.h"
 #include "zkw_log.h"
@@ -242,8 +241,6 @@ void zkw_registry_capture_previous(struct zkw_identity *id) {
   id->prev.deadline_ms = zkw_identity_now_ms() + (uint64_t)(r->timeout > 0 ? r->timeout : 60000) + 2000;
   id->prev.pending = true;
 }
-
-/* Now, ms since the epoch. */
 
 /* Dead sessions older than ZKW_DEAD_SESSION_MAX_AGE_MS are forgotten. */
 static void age_dead(struct zkw_identity *id) {
