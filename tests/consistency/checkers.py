@@ -548,10 +548,13 @@ def check_ephemerals(h, run_info):
 def _deleted_maybe(a):
     """An audit entry whose node zkwarden deleted, or may have: a delete
     answered by a connection loss is written down as failed ("cannot delete
-    ..."), yet the server may have run it."""
+    ..."), and so is reclaim at create's replace (one multi: delete the stale
+    lock, create the JobManager's: "cannot replace ..."), yet the server may
+    have run it."""
     if a.get("would") or not a.get("path"):
         return False
-    return bool(a.get("done")) or "cannot delete" in (a.get("reason") or "")
+    reason = a.get("reason") or ""
+    return bool(a.get("done")) or "cannot delete" in reason or "cannot replace" in reason
 
 
 def _superseded_at(h):

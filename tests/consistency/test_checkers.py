@@ -187,6 +187,14 @@ def test_a_delete_written_down_as_failed_may_have_run():
     i = info(audit=[lost], idle={"planter": {"sid": PLANTER}})  # the node is gone from the snapshot
     assert checkers.check_ephemerals(h.history(), i) == []
     assert checkers.check_zkwarden_deletes(h.history(), i) == []
+    # Reclaim at create's replace (a multi: delete the stale lock, create the
+    # JobManager's) answered by a connection loss may have run too (the
+    # 1800 s run of seed 1803 met it); a failed read deletes nothing.
+    lost["reason"] = "failed (connection_loss): cannot replace the stale lock: connection loss"
+    assert checkers.check_ephemerals(h.history(), i) == []
+    lost["reason"] = "failed (connection_loss): cannot read the lock: connection loss"
+    assert [a["what"] for a in checkers.check_ephemerals(h.history(), i)] == ["ephemeral of a live session gone"]
+    lost["reason"] = "failed (connection_loss): cannot delete the stale lock: connection loss"
     lost["path"] = "/r/reg/x"  # a node that is no stale lock: tried at all is too much
     assert len(checkers.check_zkwarden_deletes(h.history(), i)) == 1
 
