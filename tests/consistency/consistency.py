@@ -339,7 +339,10 @@ def main():
     ensemble = zkharness.Ensemble(workdir / "ensemble", n=3, tick_ms=500, reconfig=False,
                                   jvm_args=zkharness.FAST_START_JVM, max_session_ms=30000,
                                   four_letter_words="srvr,ruok,stat,cons,dump,mntr", classpath=classpath)
-    summary = {"seed": args.seed, "command": command, "duration_s": args.duration, "zkwarden_binary": binary,
+    shown = os.path.relpath(binary, runs.REPO)  # no path of this machine in the summary
+    if shown.startswith(".."):
+        shown = os.path.join(os.path.basename(os.path.dirname(binary)), os.path.basename(binary))
+    summary = {"seed": args.seed, "command": command, "duration_s": args.duration, "zkwarden_binary": shown,
                "min_ops": args.min_ops, "min_faults": args.min_faults, "zookeeper": zk_version,
                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     main_runs = []

@@ -170,8 +170,8 @@ def render(results):
            "ensemble and through zkwarden, under server kills, pauses, session moves, client pauses and "
            "JobManager restarts, checked for linearizability and ZooKeeper's session guarantees, and for "
            "zkwarden's own rules. Part of the [zkwarden documentation](../README.md#documentation). "
-           "This page is generated from the runs' JSON by `tests/consistency/consistency_doc.py`: change "
-           "that file, not the page.", "",
+           "This page is generated from the runs' JSON (`tests/consistency/results/`) by "
+           "`tests/consistency/consistency_doc.py`: change that file, not the page.", "",
            "## The test", "",
            "`tests/consistency/run.sh` (in `tests/run.sh`; `--duration 1800` for the long run, `--seed N` "
            "to repeat one) starts the ensemble and one zkwarden sidecar (ASan+UBSan build, run by its "
