@@ -1,6 +1,13 @@
 /* zkw_reclaim.h: stale locks in the way of a JobManager's lock create or
  * delete (sweeps: zkw_sweep.h).
  *
+ * In the sidecar's top room, cleanup/ (reclaim, sweeps and their watch, and
+ * what they share about a node, zkw_lockcheck.h): it stands on identity/ and
+ * fencing/ through their named headers (zkw_identity.h, zkw_registry.h,
+ * zkw_owntrees.h, zkw_record.h, zkw_regtrust.h; zkw_fencing.h) and offers
+ * the sidecar's hooks zkw_reclaim.h, zkw_sweep.h and zkw_sweepwatch.h
+ * (tests/check_layers.py).
+ *
  * A stale lock is a node that carries zkwarden's tag (zkw_lockrule.h), is an
  * ephemeral owned by a session other than the asking session, and whose
  * incarnation is older than its identity's current incarnation (read from
