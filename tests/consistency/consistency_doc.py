@@ -219,15 +219,17 @@ def render(results):
             "acknowledged creates and a write of one epoch (zxids 0x8c0000092f to 0x8c000009b4, within "
             "0.3 s), direct and through zkwarden alike: `linearizable_counters` reported it on both sides "
             "(and `zkwarden_deletes` direct: a node no client deleted was gone).", "",
-            "What the long runs found in zkwarden, fixed with a test each: a sweep or reclaim deleting "
-            "the lock of a JobManager a later one had replaced is right, and the checker was made to say "
-            "so (the run records its clock); zkwarden's own registry session lost its digest auth when "
-            "`zoo_add_auth` was called while the handle was between connections (after a `kill -9` of "
-            "zkwarden during server kills: every create with the creator ACL then failed, invalid acl, "
-            "and the registry stayed unusable; now the auth is added again at the next connect, "
-            "`test_registry_auth_refused_at_open`); and a lock created while the registry could not "
-            "record the JobManager's session within the fence bound is a plain client's, untagged, as "
-            "documented: `locks_tagged` counts those apart.", "",
+            "What the long runs found, each fixed with a test. In zkwarden: its own registry session lost "
+            "its digest auth when `zoo_add_auth` ran while the handle was between connections (after a "
+            "`kill -9` of zkwarden during server kills every create with the creator ACL failed, invalid "
+            "acl, and the registry stayed unusable); the auth is now added again at the next connect "
+            "(`test_registry_auth_refused_at_open`). In the checkers, three rules that were stricter than "
+            "what zkwarden promises: a sweep or reclaim may delete the lock of a JobManager a later one "
+            "replaced (the run records its clock to tell when); reclaim at create's replace (one multi: "
+            "delete the stale lock, create the JobManager's) answered by a connection loss may have run, as "
+            "a delete may; and a lock created while the registry could not record the JobManager's session "
+            "within the fence bound is a plain client's, untagged, as documented: `locks_tagged` counts "
+            "those apart.", "",
             "## Runs", ""]
     for i, s in enumerate(results):
         out += run_section(s, i)
