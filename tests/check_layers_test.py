@@ -34,7 +34,7 @@ BREAKS = [
      "proxy/sidecar/zkw_stray.h is on no floor of the sidecar"),
     ("a folder on more than 5 floors of includes: a chain of 5 new headers in cleanup/ over zkw_sweep.h",
      None, None, "chain", r"proxy/sidecar/cleanup stands on \d+ floors of includes \(at most 5\)"),
-    ("a room of more than 8 source files: 3 more in identity/ (their objects copied from one of its own)",
+    ("a room of more than 8 source files: identity/ filled to 9 (the objects copied from one of its own)",
      None, None, "sources", r"proxy/sidecar/identity holds 9 source files \(at most 8\)"),
     ("a named header handing on its room's own: cleanup/'s zkw_sweep.h includes zkw_sweepdel.h",
      "proxy/sidecar/cleanup/zkw_sweep.h", '#include "zkw_sweepdel.h"\n', None,
@@ -97,7 +97,8 @@ def main():
                 room = "proxy/sidecar/identity"
                 obj = [os.path.join(r, f) for r, _, fs in os.walk(case_build) for f in fs
                        if f == "zkw_record.c.o" and room in r][0]
-                for i in range(3):
+                have = sum(1 for f in os.listdir(os.path.join(case, room)) if f.endswith(".c"))
+                for i in range(9 - have):
                     name = "zkw_extra%d.c" % i
                     with open(os.path.join(case, room, name), "w") as fh:
                         fh.write("/* a test source */\n")

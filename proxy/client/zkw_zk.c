@@ -88,10 +88,12 @@ static void add_auth(struct zkw_zk *zk) {
   int rc = ZKW_FAULT_AT(zk, ZKW_FAULT_WHERE, "add-auth")
                ? zkw_fault_code(ZINVALIDSTATE)
                : zoo_add_auth(zk->zh, "digest", zk->auth, (int)strlen(zk->auth), NULL, NULL);
-  zk->auth_added = rc == ZOK;
-  if (rc != ZOK)
-    zkw_log_info("registry: digest auth not taken yet (%s): added again when the session connects",
-                 zerror(rc));
+  /* ZMARSHALLINGERROR: in the list, its packet not sent now (it goes at the next connect). */
+  zk->auth_added = rc == ZOK || rc == ZMARSHALLINGERROR;
+  if (!zk->auth_added)
+    zkw_log_info(
+        "zkwarden's own session: digest auth not taken yet (%s): added again when the session connects",
+        zerror(rc));
 }
 
 /* The server closed the session for want of authentication: say which
@@ -124,15 +126,23 @@ static void drain(uv_async_t *h) {
   while (op) {
     struct zk_op *next = op->next;
     if (op->kind == OP_EVENT) {
+      bool unheard = false;
       if (op->ev_type == ZOO_SESSION_EVENT) {
         zk->connected = op->ev_state == ZOO_CONNECTED_STATE;
         if (zk->connected) add_auth(zk); /* before anything the registry sends on this connection */
+        if (zk->connected && zk->auth && !zk->auth_added) {
+          /* The handle left that connection before the auth could be added:
+           * the caller hears of the next one, which has it. */
+          zk->connected = false;
+          unheard = true;
+        }
         if (zk->connected && zk->zh) {
           zk->session_id = zoo_client_id(zk->zh)->client_id;
           zk->negotiated = zoo_recv_timeout(zk->zh);
         }
       }
-      if (zk->on_event) zk->on_event(zk->arg, op->ev_type, op->ev_state, op->ev_path ? op->ev_path : "");
+      if (zk->on_event && !unheard)
+        zk->on_event(zk->arg, op->ev_type, op->ev_state, op->ev_path ? op->ev_path : "");
       if (op->ev_type == ZOO_SESSION_EVENT && op->ev_state == ZOO_EXPIRED_SESSION_STATE) {
         zkw_log_warn("registry session 0x%llx expired; opening a new one",
                      (unsigned long long)zk->session_id);

@@ -554,7 +554,8 @@ def _deleted_maybe(a):
     if a.get("would") or not a.get("path"):
         return False
     reason = a.get("reason") or ""
-    return bool(a.get("done")) or "cannot delete" in reason or "cannot replace" in reason
+    unknown = reason.startswith("failed (connection_loss)") or reason.startswith("failed (timeout)")
+    return bool(a.get("done")) or (unknown and ("cannot delete" in reason or "cannot replace" in reason))
 
 
 def _superseded_at(h):
@@ -628,6 +629,8 @@ def check_locks_tagged(h, run_info, stats=None):
     # counts (a run from before the log was read).
     recorded = run_info.get("incarnation_recorded_ns")
     offset = run_info.get("wall_minus_mono_ns")
+    if not recorded:
+        recorded = None  # nothing read from the log: no lock is excused
     made, early = {}, set()
     for op, path, c, sid, outcome in eph_creates(h):
         if c.startswith("jm") and LOCK.search(path) and outcome == "ok":
@@ -635,8 +638,10 @@ def check_locks_tagged(h, run_info, stats=None):
                 [a for k, p, a in op["args"]["ops"] if p == path][0]
             made[(path, sid)] = args["v"]
             if recorded is not None and offset is not None:
+                # Sent on (tagged or not) by the time its reply came: a reply
+                # before the session was recorded is a plain client's.
                 at = recorded.get(_hex(sid))
-                if at is None or op["ts"] < at - offset:
+                if at is None or (op["done"] or {}).get("ts", op["ts"]) < at - offset:
                     early.add((path, sid))
     untagged_early = set()
     for snap in run_info["lock_snapshots"] + [run_info["snapshot"]["ephemerals"]]:
@@ -655,7 +660,7 @@ def check_locks_tagged(h, run_info, stats=None):
             elif node["data"][m.end():] != want:
                 out.append({"what": "a lock's tag does not keep the JobManager's bytes", "path": path,
                             "data": node["data"][m.end():][:80], "want": want})
-    if stats is not None:
+    if stats is not None and recorded is not None:
         stats["locks_before_recorded"] = len(untagged_early)
     return out
 

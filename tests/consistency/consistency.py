@@ -328,10 +328,14 @@ def main():
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="zkw-consistency-"))
     workdir.mkdir(parents=True, exist_ok=True)
     binary = zkwarden_binary()
-    command = "tests/consistency/run.sh --seed %d --duration %g%s%s%s" % (
-        args.seed, args.duration, " --direct-only" if args.direct_only else "",
-        " --zkwarden-only" if args.zkwarden_only else "",
-        "" if args.zookeeper == "debian" else " --zookeeper " + args.zookeeper)
+    shown = os.path.relpath(binary, runs.REPO)  # no path of this machine in the summary
+    if shown.startswith(".."):
+        shown = os.path.join(os.path.basename(os.path.dirname(binary)), os.path.basename(binary))
+    command = "%stests/consistency/run.sh --seed %d --duration %g%s%s%s%s" % (
+        "ZKW_BIN=%s " % shown if os.environ.get("ZKW_BIN") else "", args.seed, args.duration,
+        " --direct-only" if args.direct_only else "", " --zkwarden-only" if args.zkwarden_only else "",
+        "" if args.zookeeper == "debian" else " --zookeeper " + args.zookeeper,
+        "" if args.mutations == "all" else " --mutations " + args.mutations)
     log("seed %d, workdir %s, zkwarden %s; reproduce: %s" % (args.seed, workdir, binary, command))
     checker_bin = build_checker(workdir / "checker")
     classpath, zk_version = zookeeper_release(args.zookeeper)
@@ -339,9 +343,6 @@ def main():
     ensemble = zkharness.Ensemble(workdir / "ensemble", n=3, tick_ms=500, reconfig=False,
                                   jvm_args=zkharness.FAST_START_JVM, max_session_ms=30000,
                                   four_letter_words="srvr,ruok,stat,cons,dump,mntr", classpath=classpath)
-    shown = os.path.relpath(binary, runs.REPO)  # no path of this machine in the summary
-    if shown.startswith(".."):
-        shown = os.path.join(os.path.basename(os.path.dirname(binary)), os.path.basename(binary))
     summary = {"seed": args.seed, "command": command, "duration_s": args.duration, "zkwarden_binary": shown,
                "min_ops": args.min_ops, "min_faults": args.min_faults, "zookeeper": zk_version,
                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

@@ -174,8 +174,9 @@ def render(results):
            "`tests/consistency/consistency_doc.py`: change that file, not the page.", "",
            "## The test", "",
            "`tests/consistency/run.sh` (in `tests/run.sh`; `--duration 1800` for the long run, `--seed N` "
-           "to repeat one) starts the ensemble and one zkwarden sidecar (ASan+UBSan build, run by its "
-           "keeper, the JobManager's identity, an audit file), and runs two workloads at once with the same seed: one "
+           "to repeat one) starts the ensemble and one zkwarden sidecar (the ASan+UBSan build in "
+           "`tests/run.sh`; each run below names its binary), run by its keeper, with the JobManager's "
+           "identity and an audit file, and runs two workloads at once with the same seed: one "
            "direct to the ensemble (the control) and one through zkwarden. Each has kazoo sessions that "
            "record every operation's invocation and completion (monotonic clock), its arguments and "
            "result, and its reply's xid and zxid as kazoo's connection reader reads them: registers "

@@ -100,6 +100,11 @@ class Run:
             "ZKWARDEN_REGISTRY_AUTH": "cons:%s" % uuid.uuid4().hex,
             "ZKWARDEN_AUDIT_FILE": str(self.dir / "audit.jsonl"),
             "ZKWARDEN_SWEEP_INTERVAL_S": "3",
+            # Text lines at info on stderr: the checkers read when each session
+            # became an incarnation from them (incarnations_recorded).
+            "ZKWARDEN_LOG_FORMAT": "text",
+            "ZKWARDEN_LOG_LEVEL": "info",
+            "ZKWARDEN_LOG_FILE": "",
         }
         env.update(self.zkwarden_env)
         self.zkwarden = zkharness.Zkwarden(self.dir / "zkwarden", [s.hostport for s in self.ensemble.servers],

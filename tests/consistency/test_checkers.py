@@ -215,5 +215,7 @@ def test_a_lock_created_before_zkwarden_recorded_the_session_is_counted_apart():
     assert checkers.check_locks_tagged(h.history(), later, stats) == [] and stats["locks_before_recorded"] == 1
     earlier = info(snapshot=snap, wall_minus_mono_ns=offset, incarnation_recorded_ns={"0x%x" % JM2: 1 + offset})
     assert [a["what"] for a in checkers.check_locks_tagged(h.history(), earlier)] == ["a lock without zkwarden's tag"]
-    never = info(snapshot=snap, wall_minus_mono_ns=offset, incarnation_recorded_ns={})
+    never = info(snapshot=snap, wall_minus_mono_ns=offset, incarnation_recorded_ns={"0x%x" % JM1: 1 + offset})
     assert checkers.check_locks_tagged(h.history(), never) == []  # never recorded: a plain client throughout
+    unread = info(snapshot=snap, wall_minus_mono_ns=offset, incarnation_recorded_ns={})
+    assert len(checkers.check_locks_tagged(h.history(), unread)) == 1  # nothing read from the log: no excuse

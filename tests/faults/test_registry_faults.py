@@ -298,10 +298,6 @@ def test_jm_restart_during_registry_outage(private_zk, zkwarden_factory, kazoo_f
     wait_until(lambda: "previous session 0x%x of incarnation 2 fenced" % new.session in proxy.stderr(), 15,
                what="the fence of incarnation 2 to be logged")
 
-if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "jm":
-    jm_main(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])
-
-
 def test_registry_auth_refused_at_open(private_zk, zkwarden_factory, kazoo_factory):
     """zoo_add_auth refuses while the registry handle is between connections
     (ZINVALIDSTATE: a server of the list refused the first connect, or a
@@ -315,7 +311,11 @@ def test_registry_auth_refused_at_open(private_zk, zkwarden_factory, kazoo_facto
     env = {"ZKWARDEN_MODE": "sidecar", "ZKWARDEN_IDENTITY": IDENTITY, "ZKWARDEN_SWEEP_INTERVAL_S": "0",
            "ZKWARDEN_REGISTRY_ROOT": ROOT, "ZKWARDEN_REGISTRY_AUTH": "zkw:registry-pw",
            "ZKW_TEST_FAULT": "zk:1@add-auth"}
-    proxy = zkwarden_factory.start(private_zk, extra_env=env)
+    binary = os.environ.get("ZKW_BIN") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                       "build-asan", "zkwarden")
+    with open(binary, "rb") as f:
+        assert b"ZKW_TEST_FAULT" in f.read(), "%s was built without -DZKW_FAULT_INJECTION=ON" % binary
+    proxy = zkwarden_factory.start(private_zk, extra_env=env, binary=binary)
     wait_until(lambda: "fault injection: failing" in proxy.stderr(), 10, what="the first add_auth to fail")
     assert "digest auth not taken yet" in proxy.stderr()
     wait_until(lambda: readyz(proxy)[0] == 200, 20, what="/readyz 200: the registry usable")
@@ -327,3 +327,7 @@ def test_registry_auth_refused_at_open(private_zk, zkwarden_factory, kazoo_facto
     acl = admin.get_acls(RECORD)[0]
     assert [a.id.scheme for a in acl] == ["digest"] and acl[0].id.id.startswith("zkw:"), acl
     assert "invalid acl" not in proxy.stderr()
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "jm":
+    jm_main(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])
